@@ -1,0 +1,1 @@
+"""kafkasync: event-time-synchronized Kafka micro-batches for PySpark."""
