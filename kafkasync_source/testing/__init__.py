@@ -1,0 +1,19 @@
+"""Test support for kafkasync: an in-process Kafka cluster (librdkafka mock)."""
+
+from kafkasync_source.testing.mock_cluster import (
+    ApiKey,
+    MockClusterError,
+    MockKafkaCluster,
+    MockRequest,
+    Record,
+    librdkafka_path,
+)
+
+__all__ = [
+    "ApiKey",
+    "MockClusterError",
+    "MockKafkaCluster",
+    "MockRequest",
+    "Record",
+    "librdkafka_path",
+]
