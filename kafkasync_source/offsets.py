@@ -1,0 +1,104 @@
+"""The offset JSON kafkasync hands to Spark, and its typed model.
+
+Spark writes every batch's end offset to the checkpoint's offset log and hands it back as the
+next batch's start, also after a restart. That makes the offset the durable home for what
+must survive restarts besides the positions themselves (KIP-472 wanted partition time to
+survive; Kafka Streams keeps it in commit metadata): per partition the next offset and the
+partition time, plus the query's stream time and cumulative counters.
+
+The JSON is written with sorted topics and numerically sorted partitions, so two equal
+offsets always serialise identically (Spark compares offsets by their JSON).
+
+Example::
+
+    {"version": 1,
+     "topics": {"orders": {"0": {"offset": 1200, "partitionTime": 1700000000000}}},
+     "streamTime": 1700000000000,
+     "enforcedProcessingTotal": 3,
+     "lateRecordsTotal": 0}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from kafkasync_source.planner import NO_TIMESTAMP, TopicPartition
+
+OFFSET_FORMAT_VERSION = 1
+
+
+class KafkaSyncOffsetError(ValueError):
+    """An offset handed back by Spark cannot be understood (e.g. a foreign checkpoint)."""
+
+
+@dataclass(frozen=True)
+class PartitionOffset:
+    """Where one partition stands after a batch."""
+
+    next_offset: int
+    partition_time: int = NO_TIMESTAMP
+
+
+@dataclass(frozen=True)
+class SyncOffset:
+    """A kafkasync source offset: per-partition positions plus durable counters."""
+
+    partitions: Mapping[TopicPartition, PartitionOffset]
+    stream_time: int = NO_TIMESTAMP
+    enforced_processing_total: int = 0
+    late_records_total: int = 0
+
+    def next_offsets(self) -> dict[TopicPartition, int]:
+        return {tp: p.next_offset for tp, p in self.partitions.items()}
+
+    def with_partitions(self, partitions: Mapping[TopicPartition, PartitionOffset]) -> "SyncOffset":
+        return replace(self, partitions=dict(partitions))
+
+    def to_json(self) -> dict[str, Any]:
+        topics: dict[str, dict[str, dict[str, int]]] = {}
+        for tp in sorted(self.partitions):
+            position = self.partitions[tp]
+            topics.setdefault(tp.topic, {})[str(tp.partition)] = {
+                "offset": position.next_offset,
+                "partitionTime": position.partition_time,
+            }
+        return {
+            "version": OFFSET_FORMAT_VERSION,
+            "topics": topics,
+            "streamTime": self.stream_time,
+            "enforcedProcessingTotal": self.enforced_processing_total,
+            "lateRecordsTotal": self.late_records_total,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SyncOffset":
+        if not isinstance(data, Mapping) or "topics" not in data:
+            raise KafkaSyncOffsetError(
+                f"Not a kafkasync offset: {str(data)[:200]!r}. Was this checkpoint written by "
+                "another source (e.g. format(\"kafka\"))? Use a new checkpointLocation."
+            )
+        version = data.get("version", OFFSET_FORMAT_VERSION)
+        if version > OFFSET_FORMAT_VERSION:
+            raise KafkaSyncOffsetError(
+                f"The checkpoint's kafkasync offset has version {version}; this kafkasync "
+                f"understands up to {OFFSET_FORMAT_VERSION}. Upgrade kafkasync."
+            )
+        try:
+            partitions = {
+                TopicPartition(topic, int(partition)): PartitionOffset(
+                    int(entry["offset"]), int(entry.get("partitionTime", NO_TIMESTAMP))
+                )
+                for topic, entries in data["topics"].items()
+                for partition, entry in entries.items()
+            }
+            return cls(
+                partitions=partitions,
+                stream_time=int(data.get("streamTime", NO_TIMESTAMP)),
+                enforced_processing_total=int(data.get("enforcedProcessingTotal", 0)),
+                late_records_total=int(data.get("lateRecordsTotal", 0)),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise KafkaSyncOffsetError(
+                f"Malformed kafkasync offset ({err!r}): {str(data)[:200]!r}"
+            ) from None

@@ -1,0 +1,311 @@
+"""Option parsing and validation for the kafkasync source.
+
+Option names and meanings follow Spark's built-in Kafka source (``format("kafka")``) so that
+switching a query to ``format("kafkasync")`` needs no other change. Everything is validated
+when the query starts: an unknown option or a bad value fails fast with a message naming the
+option and what is allowed, instead of surfacing later as a stuck or silently wrong query.
+
+Secrets (SASL passwords, JAAS configs, SSL keys) pass through to the Kafka client but are
+never echoed: :func:`redact` is used wherever client configuration could reach a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
+
+from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
+
+EARLIEST = -2
+"""Offset placeholder for "earliest" inside a startingOffsets/endingOffsets JSON (Spark's)."""
+LATEST = -1
+"""Offset placeholder for "latest" inside a startingOffsets/endingOffsets JSON (Spark's)."""
+
+# Spark's Kafka-source options that kafkasync understands, in their lower-case form (Spark
+# hands Python data sources a case-insensitive, lower-cased option map).
+_SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
+_KNOWN_OPTIONS = {
+    *_SUBSCRIPTIONS,
+    "startingoffsets",
+    "endingoffsets",
+    "failondataloss",
+    "includeheaders",
+    "max.task.idle.ms",
+    "buffered.records.per.partition",
+    "maxrecordsperpartition",
+    "kafkaconsumer.polltimeoutms",
+    "partitiondiscoveryintervalms",
+    "path",  # Spark may pass an empty "path" through DataFrameReader.load()
+}
+
+# Client settings kafkasync owns: letting users set them would break exactly-once reads
+# (Spark's Kafka source refuses the same ones).
+_FORBIDDEN_CLIENT_SETTINGS = {
+    "group.id": "kafkasync assigns partitions itself and keeps offsets in Spark's checkpoint",
+    "auto.offset.reset": "use the option 'startingOffsets' instead",
+    "enable.auto.commit": "offsets live in Spark's checkpoint; kafkasync never auto-commits",
+    "key.deserializer": "records are always returned as binary key/value columns",
+    "value.deserializer": "records are always returned as binary key/value columns",
+    "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
+}
+
+_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential")
+
+_JAAS_PLAIN = re.compile(
+    r"""username\s*=\s*"(?P<user>[^"]*)"\s+password\s*=\s*"(?P<password>[^"]*)\"""", re.S
+)
+
+DEFAULT_BUFFERED_RECORDS_PER_PARTITION = 10_000
+DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
+
+
+class KafkaSyncOptionError(ValueError):
+    """A source option is missing, unknown or has a bad value. The message names the option."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which partitions to read: exactly one of the three Spark subscription styles."""
+
+    topics: tuple[str, ...] = ()
+    pattern: Optional[str] = None
+    assigned: tuple[TopicPartition, ...] = ()
+
+    def describe(self) -> str:
+        if self.pattern is not None:
+            return f"subscribePattern={self.pattern!r}"
+        if self.assigned:
+            return "assign=" + ",".join(f"{tp.topic}-{tp.partition}" for tp in self.assigned)
+        return "subscribe=" + ",".join(self.topics)
+
+
+OffsetSpec = Union[str, dict[str, dict[int, int]]]
+"""``"earliest"``, ``"latest"`` or ``{topic: {partition: offset}}`` with -2/-1 placeholders."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Validated options of one kafkasync query or batch read."""
+
+    subscription: Subscription
+    client_config: dict[str, str] = field(repr=False)
+    starting_offsets: OffsetSpec = "latest"
+    ending_offsets: OffsetSpec = "latest"
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    max_task_idle_ms: int = 0
+    buffered_records_per_partition: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+    max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.client_config["bootstrap.servers"]
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Validate Spark's option map. Raises :class:`KafkaSyncOptionError` naming the option."""
+    lowered = {key.lower(): str(value) for key, value in options.items()}
+    client_config = _client_config(lowered)
+    unknown = sorted(
+        key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
+    )
+    if unknown:
+        raise KafkaSyncOptionError(
+            f"Unknown option(s) {', '.join(repr(k) for k in unknown)}. kafkasync accepts: "
+            + ", ".join(sorted(_KNOWN_OPTIONS - {"path"}))
+            + " and kafka.* client settings."
+        )
+    if not streaming and "max.task.idle.ms" in lowered:
+        raise KafkaSyncOptionError(
+            "Option 'max.task.idle.ms' applies to streaming reads only; a batch read "
+            "(spark.read) returns every record between startingOffsets and endingOffsets."
+        )
+    if streaming and "endingoffsets" in lowered:
+        raise KafkaSyncOptionError(
+            "Option 'endingOffsets' is for batch reads (spark.read) only; a streaming query "
+            "stops at end-of-log with trigger(availableNow=True)."
+        )
+    # As in Spark: a stream may start at either end; a batch read starts at "earliest"
+    # (starting at "latest" would read nothing) and ends at "latest".
+    starting = _offset_spec(
+        lowered, "startingOffsets",
+        allowed=("latest", "earliest") if streaming else ("earliest",),
+    )
+    ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
+    return SourceOptions(
+        subscription=_subscription(lowered),
+        client_config=client_config,
+        starting_offsets=starting,
+        ending_offsets=ending,
+        fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
+        include_headers=_boolean(lowered, "includeheaders", "includeHeaders", False),
+        max_task_idle_ms=_max_task_idle_ms(lowered.get("max.task.idle.ms", "0")),
+        buffered_records_per_partition=_positive_int(
+            lowered, "buffered.records.per.partition", DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+        ),
+        max_records_per_partition=_positive_int(
+            lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
+            display="maxRecordsPerPartition",
+        ),
+        poll_timeout_ms=_positive_int(
+            lowered, "kafkaconsumer.polltimeoutms", DEFAULT_POLL_TIMEOUT_MS,
+            display="kafkaConsumer.pollTimeoutMs",
+        ),
+        partition_discovery_interval_ms=_positive_int(
+            lowered, "partitiondiscoveryintervalms", DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS,
+            display="partitionDiscoveryIntervalMs",
+        ),
+    )
+
+
+def redact(config: Mapping[str, str]) -> dict[str, str]:
+    """A copy of a client configuration that is safe to log: secret values are masked."""
+    return {
+        key: ("***" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value)
+        for key, value in config.items()
+    }
+
+
+def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
+    config = {key[len("kafka."):]: value for key, value in lowered.items() if key.startswith("kafka.")}
+    if not config.get("bootstrap.servers", "").strip():
+        raise KafkaSyncOptionError(
+            "Option 'kafka.bootstrap.servers' is required (host:port[,host:port...])."
+        )
+    for name, why in _FORBIDDEN_CLIENT_SETTINGS.items():
+        if name in config:
+            raise KafkaSyncOptionError(f"Option 'kafka.{name}' is not supported: {why}.")
+    jaas = config.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        # Java clients configure SASL/PLAIN and SCRAM through a JAAS line; librdkafka takes
+        # the same credentials as two settings. Translate so Spark users' configs carry over.
+        match = _JAAS_PLAIN.search(jaas)
+        if match is None:
+            raise KafkaSyncOptionError(
+                "Option 'kafka.sasl.jaas.config' could not be translated: kafkasync understands "
+                'the form \'... username="..." password="...";\' (PLAIN/SCRAM); set '
+                "'kafka.sasl.username' and 'kafka.sasl.password' instead."
+            )
+        config.setdefault("sasl.username", match.group("user"))
+        config.setdefault("sasl.password", match.group("password"))
+    return config
+
+
+def _subscription(lowered: Mapping[str, str]) -> Subscription:
+    given = [key for key in _SUBSCRIPTIONS if key in lowered]
+    if len(given) != 1:
+        raise KafkaSyncOptionError(
+            "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be set"
+            + (f"; got {len(given)}." if given else ".")
+        )
+    kind, value = given[0], lowered[given[0]].strip()
+    if kind == "subscribe":
+        topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+        if not topics:
+            raise KafkaSyncOptionError("Option 'subscribe' needs a comma-separated topic list.")
+        return Subscription(topics=topics)
+    if kind == "subscribepattern":
+        try:
+            re.compile(value)
+        except re.error as err:
+            raise KafkaSyncOptionError(f"Option 'subscribePattern' is not a valid regex: {err}.")
+        if not value:
+            raise KafkaSyncOptionError("Option 'subscribePattern' must not be empty.")
+        return Subscription(pattern=value)
+    try:
+        parsed = json.loads(value)
+        assigned = tuple(
+            TopicPartition(str(topic), int(partition))
+            for topic, partitions in parsed.items()
+            for partition in partitions
+        )
+    except (ValueError, TypeError, AttributeError):
+        raise KafkaSyncOptionError(
+            'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}; '
+            f"got {value!r}."
+        ) from None
+    if not assigned:
+        raise KafkaSyncOptionError("Option 'assign' names no partitions.")
+    return Subscription(assigned=tuple(sorted(set(assigned))))
+
+
+def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str, ...]) -> OffsetSpec:
+    """Parse startingOffsets/endingOffsets; ``allowed[0]`` is the default keyword."""
+    value = lowered.get(display.lower(), allowed[0]).strip()
+    if value.lower() in ("earliest", "latest"):
+        if value.lower() not in allowed:
+            raise KafkaSyncOptionError(
+                f"Option '{display}' cannot be {value.lower()!r} here; use "
+                + " or ".join(repr(a) for a in allowed) + " or a JSON offset map."
+            )
+        return value.lower()
+    try:
+        parsed = json.loads(value)
+        spec = {
+            str(topic): {int(p): int(o) for p, o in partitions.items()}
+            for topic, partitions in parsed.items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        raise KafkaSyncOptionError(
+            f"Option '{display}' must be 'earliest', 'latest' or JSON like "
+            '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest); '
+            f"got {value!r}."
+        ) from None
+    for topic, partitions in spec.items():
+        for partition, offset in partitions.items():
+            if offset < EARLIEST:
+                raise KafkaSyncOptionError(
+                    f"Option '{display}': offset {offset} for {topic}-{partition} is invalid "
+                    "(use an offset >= 0, -2 for earliest or -1 for latest)."
+                )
+            if display == "endingOffsets" and offset == EARLIEST:
+                raise KafkaSyncOptionError(
+                    f"Option 'endingOffsets': -2 (earliest) is not allowed ({topic}-{partition})."
+                )
+    return spec
+
+
+def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) -> bool:
+    value = lowered.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise KafkaSyncOptionError(f"Option '{display}' must be 'true' or 'false'; got {value!r}.")
+
+
+def _positive_int(
+    lowered: Mapping[str, str], key: str, default: int, *, display: Optional[str] = None
+) -> int:
+    value = lowered.get(key)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise KafkaSyncOptionError(
+            f"Option '{display or key}' must be a positive integer; got {value!r}."
+        )
+    return number
+
+
+def _max_task_idle_ms(value: str) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = NEVER_WAIT - 1
+    if number < NEVER_WAIT or number > WAIT_FOREVER:
+        raise KafkaSyncOptionError(
+            "Option 'max.task.idle.ms' must be an integer: -1 (never wait, like format(\"kafka\")),"
+            " 0 (default: wait for fetches, not for producers), N > 0 (wait up to N ms for "
+            f"producers) or {WAIT_FOREVER} (wait forever); got {value!r}."
+        )
+    return number

@@ -1,0 +1,39 @@
+"""The output schema, identical to Spark's built-in Kafka source so queries carry over."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+_HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+
+
+def kafka_schema(include_headers: bool) -> StructType:
+    """key, value, topic, partition, offset, timestamp, timestampType [, headers]."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(_HEADER)))
+    return StructType(fields)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema PySpark checks ``read()``'s record batches against (it must be equal)."""
+    return to_arrow_schema(schema, timezone="UTC")
