@@ -1,0 +1,238 @@
+"""Driver side: keep per-partition buffers of fetched ``(offset, timestamp)`` pairs filled.
+
+The planner can only cut a synchronized batch from what the driver has *seen*: it needs each
+partition's upcoming timestamps and whether a partition is empty because the broker has no
+more data (idle) or only because nothing has been fetched yet. This fetcher owns one
+confluent-kafka consumer, assigned (no consumer group), and a background thread that keeps
+the buffers filled while Spark executes the previous batch. Payloads are dropped at once —
+executors re-read the records by offset range — so the driver holds 16 bytes per record.
+
+Memory is bounded per partition (``buffered.records.per.partition``): a full partition is
+paused and resumed once the planner has drained it below half. librdkafka's own prefetch
+queue is capped too, so driver memory stays flat however large the backlog.
+
+Lag follows KIP-695's ``currentLag``: the log end offset the client already knows (from fetch
+responses and end-of-partition events) minus the fetch *position* — never "last offset + 1",
+because transaction markers and compaction leave offset gaps that would keep such a lag above
+zero forever. No remote call is made per planning decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from array import array
+from typing import Mapping, Optional
+
+import numpy as np
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartition
+
+logger = logging.getLogger(__name__)
+
+_CONSUME_BATCH = 5_000
+_CONSUME_TIMEOUT_S = 0.1
+_FATAL_PARTITION_ERRORS = {
+    KafkaError._AUTO_OFFSET_RESET: "its fetch position is no longer in the log (data loss)",
+    KafkaError.OFFSET_OUT_OF_RANGE: "its fetch position is no longer in the log (data loss)",
+    KafkaError.UNKNOWN_TOPIC_OR_PART: "the topic or partition no longer exists",
+    KafkaError._UNKNOWN_PARTITION: "the topic or partition no longer exists",
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "the client is not authorized to read the topic",
+}
+
+
+class KafkaSyncFetchError(RuntimeError):
+    """The driver's fetcher hit an error it cannot recover from; the message names the partition."""
+
+
+class _PartitionBuffer:
+    """Fetched, not yet emitted records of one partition, in offset order."""
+
+    __slots__ = ("start", "position", "offsets", "timestamps", "paused", "log_end")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.position = start
+        self.offsets = array("q")
+        self.timestamps = array("q")
+        self.paused = False
+        self.log_end: Optional[int] = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def covers(self, offset: int) -> bool:
+        return self.start <= offset <= self.position
+
+    def drop_before(self, offset: int) -> None:
+        emitted = int(np.searchsorted(np.frombuffer(self.offsets, dtype=np.int64), offset))
+        del self.offsets[:emitted]
+        del self.timestamps[:emitted]
+        self.start = offset
+
+
+class DriverFetcher:
+    """Owns the driver's consumer and the per-partition buffers the planner reads."""
+
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        *,
+        buffer_limit: int,
+        fail_on_data_loss: bool,
+    ) -> None:
+        self._buffer_limit = buffer_limit
+        self._consumer = Consumer(
+            {
+                **client_config,
+                "group.id": "kafkasync-driver-fetcher",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error" if fail_on_data_loss else "earliest",
+                # Cap librdkafka's prefetch so driver memory does not grow with the backlog.
+                "queued.max.messages.kbytes": 16_384,
+            }
+        )
+        self._lock = threading.Lock()
+        self._buffers: dict[TopicPartition, _PartitionBuffer] = {}
+        self._generation = 0  # bumped on every re-assignment: drops in-flight stale messages
+        self._error: Optional[KafkaSyncFetchError] = None
+        self._stopping = threading.Event()
+        self._has_work = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafkasync-fetcher", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._has_work.set()
+        self._thread.join(timeout=30)
+        self._consumer.close()
+
+    def position_at(self, starts: Mapping[TopicPartition, int]) -> None:
+        """Make each partition's buffer begin at ``starts[tp]``: drop what was emitted, and
+        re-seek partitions whose buffer does not cover the offset (a restart, or a replay
+        Spark asks for). Partitions not in ``starts`` stop being fetched."""
+        with self._lock:
+            reassign = set(starts) != set(self._buffers)
+            for tp, start in starts.items():
+                buffer = self._buffers.get(tp)
+                if buffer is not None and buffer.covers(start):
+                    buffer.drop_before(start)
+                else:
+                    self._buffers[tp] = _PartitionBuffer(start)
+                    reassign = True
+            for tp in set(self._buffers) - set(starts):
+                del self._buffers[tp]
+            if reassign:
+                self._generation += 1
+                self._consumer.assign(
+                    [KafkaTopicPartition(tp.topic, tp.partition, b.position)
+                     for tp, b in self._buffers.items()]
+                )
+                for buffer in self._buffers.values():
+                    buffer.paused = False
+            self._apply_flow_control()
+        self._has_work.set()
+
+    def snapshot(self, partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, PartitionState]:
+        """What the planner needs of every partition, copied under the lock."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            return {
+                tp: PartitionState(
+                    start=buffer.start,
+                    offsets=np.frombuffer(buffer.offsets, dtype=np.int64).copy(),
+                    timestamps=np.frombuffer(buffer.timestamps, dtype=np.int64).copy(),
+                    position=buffer.position,
+                    end_offset=self._known_log_end(tp, buffer),
+                    partition_time=partition_times.get(tp, NO_TIMESTAMP),
+                )
+                for tp, buffer in self._buffers.items()
+            }
+
+    def buffered(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: len(buffer) for tp, buffer in self._buffers.items()}
+
+    def _known_log_end(self, tp: TopicPartition, buffer: _PartitionBuffer) -> Optional[int]:
+        """The high watermark librdkafka learnt from its last fetch response (no remote call)."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                KafkaTopicPartition(tp.topic, tp.partition), cached=True
+            )
+        except KafkaException:
+            high = -1
+        known = [end for end in (high, buffer.log_end) if end is not None and end >= 0]
+        return max(known) if known else None
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._has_work.wait(timeout=1.0)
+            with self._lock:
+                generation = self._generation
+                idle = not self._buffers or all(b.paused for b in self._buffers.values())
+            if idle:
+                self._has_work.clear()
+                continue
+            try:
+                messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
+            except KafkaException as err:  # consumer-level failure (e.g. closed, fatal)
+                with self._lock:
+                    self._error = KafkaSyncFetchError(f"kafkasync driver fetcher failed: {err}")
+                return
+            with self._lock:
+                if generation == self._generation:
+                    self._absorb(messages)
+                    self._apply_flow_control()
+
+    def _absorb(self, messages: list) -> None:
+        buffers = self._buffers
+        for message in messages:
+            error = message.error()
+            buffer = buffers.get((message.topic(), message.partition()))  # type: ignore[call-overload]
+            if buffer is None:
+                continue
+            if error is None:
+                offset = message.offset()
+                if offset < buffer.position:
+                    continue
+                kind, timestamp = message.timestamp()
+                buffer.offsets.append(offset)
+                buffer.timestamps.append(timestamp if kind else NO_TIMESTAMP)
+                buffer.position = offset + 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                # Every record below the high watermark has been seen: the fetch position is
+                # the log end even when offset gaps (markers, compaction) precede it.
+                buffer.position = max(buffer.position, message.offset())
+                buffer.log_end = message.offset()
+            elif error.code() in _FATAL_PARTITION_ERRORS:
+                self._error = KafkaSyncFetchError(
+                    f"kafkasync cannot read {message.topic()}-{message.partition()} at offset "
+                    f"{buffer.position}: {_FATAL_PARTITION_ERRORS[error.code()]} ({error.str()})."
+                    + (" Set failOnDataLoss=false to continue from the log start."
+                       if error.code() in (KafkaError._AUTO_OFFSET_RESET,
+                                           KafkaError.OFFSET_OUT_OF_RANGE) else "")
+                )
+            else:
+                logger.debug("kafkasync fetcher: transient error %s", error.str())
+
+    def _apply_flow_control(self) -> None:
+        """Pause full partitions; resume them once drained below half (hysteresis)."""
+        resume_below = max(1, self._buffer_limit // 2)
+        to_pause, to_resume = [], []
+        for tp, buffer in self._buffers.items():
+            if not buffer.paused and len(buffer) >= self._buffer_limit:
+                buffer.paused = True
+                to_pause.append(KafkaTopicPartition(tp.topic, tp.partition))
+            elif buffer.paused and len(buffer) < resume_below:
+                buffer.paused = False
+                to_resume.append(KafkaTopicPartition(tp.topic, tp.partition))
+        if to_pause:
+            self._consumer.pause(to_pause)
+        if to_resume:
+            self._consumer.resume(to_resume)
+            self._has_work.set()

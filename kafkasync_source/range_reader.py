@@ -1,0 +1,221 @@
+"""Executor side: read exactly the records of one offset range ``[start, end)``.
+
+A batch is fully determined by its logged start and end offsets, so reading a range must not
+depend on any driver state: each Spark task opens its own assigned consumer, reads the range
+and returns pyarrow RecordBatches (column-wise; no per-row tuples through Spark's converter).
+
+Offset gaps are normal in Kafka (transaction markers, compaction, aborted records), so a range
+may hold fewer records than ``end - start``. The reader therefore stops at whichever comes
+first: a record at or past ``end``, or the partition's end-of-log event (every record below
+the high watermark has then been seen, and a range never ends beyond the high watermark).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping, Optional
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+from kafkasync_source.options import SourceOptions
+from kafkasync_source.planner import TopicPartition
+from kafkasync_source.schema import arrow_schema
+
+logger = logging.getLogger(__name__)
+
+ARROW_BATCH_ROWS = 10_000
+"""Rows per RecordBatch handed to Spark: large enough to amortise per-batch overhead."""
+
+_POLL_SLICE_S = 0.5
+_DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+
+
+class KafkaSyncDataLossError(RuntimeError):
+    """Records a batch needs are gone from Kafka (retention, truncation) and failOnDataLoss=true."""
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    """One Spark input partition: the records of ``topic-partition`` in ``[start, end)``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def split_ranges(
+    ranges: Iterable[tuple[TopicPartition, int, int]], max_records: int
+) -> list[KafkaRange]:
+    """One input partition per non-empty range, split so none spans more than ``max_records``
+    offsets (a large backlog then spreads over all executor cores)."""
+    splits = []
+    for tp, start, end in ranges:
+        for chunk_start in range(start, end, max_records):
+            splits.append(
+                KafkaRange(tp.topic, tp.partition, chunk_start, min(end, chunk_start + max_records))
+            )
+    return splits
+
+
+@dataclass(frozen=True)
+class RangeReader:
+    """Reads :class:`KafkaRange` s on an executor. Holds only picklable configuration."""
+
+    client_config: Mapping[str, str]
+    arrow_schema: pa.Schema
+    include_headers: bool
+    fail_on_data_loss: bool
+    poll_timeout_ms: int
+
+    @classmethod
+    def from_options(cls, options: SourceOptions, schema: StructType) -> "RangeReader":
+        return cls(
+            client_config=options.client_config,
+            arrow_schema=arrow_schema(schema),
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )
+
+    def read(self, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
+        consumer = Consumer(self._consumer_config())
+        try:
+            yield from self._read(consumer, kafka_range)
+        finally:
+            consumer.close()
+
+    def _consumer_config(self) -> dict:
+        return {
+            **self.client_config,
+            # librdkafka wants a group id even for assign(); nothing is ever committed to it.
+            "group.id": "kafkasync-range-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+
+    def _read(self, consumer: Consumer, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
+        topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
+        consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
+        next_offset = kafka_range.start
+        columns = _Columns(topic, self.include_headers)
+        stalled_since = time.monotonic()
+        while next_offset < end:
+            messages = consumer.consume(
+                num_messages=min(end - next_offset, ARROW_BATCH_ROWS), timeout=_POLL_SLICE_S
+            )
+            records = [m for m in messages if m.error() is None and m.offset() < end]
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    continue
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # Everything below the high watermark has been seen: the rest of the range
+                    # is an offset gap, unless the log was truncated below the range's end.
+                    if message.offset() < end:
+                        self._data_lost(kafka_range, next_offset, message.offset(), "log ends")
+                    next_offset = end
+                elif error.code() in _DATA_LOSS_CODES:
+                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
+                else:
+                    raise KafkaException(error)
+            if records:
+                columns.extend(records)
+                next_offset = max(next_offset, records[-1].offset() + 1)
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > self.poll_timeout_ms / 1000:
+                raise TimeoutError(
+                    f"kafkasync: no record of {topic}-{partition} arrived for "
+                    f"{self.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) while reading "
+                    f"offsets [{next_offset}, {end})."
+                )
+            if len(columns) >= ARROW_BATCH_ROWS:
+                yield columns.to_batch(self.arrow_schema)
+        if len(columns):
+            yield columns.to_batch(self.arrow_schema)
+
+    def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
+        """The range's next offset is gone (retention). Fail, or continue at the log start."""
+        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
+        low, _ = consumer.get_watermark_offsets(tp, timeout=10)
+        self._data_lost(kafka_range, next_offset, low, "log starts")
+        resume = min(max(low, next_offset), kafka_range.end)
+        consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
+        return resume
+
+    def _data_lost(self, kafka_range: KafkaRange, expected: int, available: int, where: str) -> None:
+        message = (
+            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} offsets "
+            f"[{expected}, {kafka_range.end}) were expected but the {where} at offset "
+            f"{available}; records may have been lost (retention or log truncation)."
+        )
+        if self.fail_on_data_loss:
+            raise KafkaSyncDataLossError(
+                message + " Set failOnDataLoss=false to skip them with a warning."
+            )
+        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
+
+
+class _Columns:
+    """Column-wise accumulation of consumed records, turned into one RecordBatch at a time."""
+
+    def __init__(self, topic: str, include_headers: bool) -> None:
+        self._topic = topic
+        self._include_headers = include_headers
+        self._clear()
+
+    def _clear(self) -> None:
+        self.keys: list[Optional[bytes]] = []
+        self.values: list[Optional[bytes]] = []
+        self.partitions: list[int] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[tuple[int, int]] = []
+        self.headers: list[list[tuple[str, Optional[bytes]]]] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def extend(self, records: list) -> None:
+        self.keys.extend([m.key() for m in records])
+        self.values.extend([m.value() for m in records])
+        self.partitions.extend([m.partition() for m in records])
+        self.offsets.extend([m.offset() for m in records])
+        self.timestamps.extend([m.timestamp() for m in records])
+        if self._include_headers:
+            self.headers.extend([m.headers() or [] for m in records])
+
+    def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
+        count = len(self.offsets)
+        kinds_and_times = np.array(self.timestamps, dtype=np.int64).reshape(count, 2)
+        # confluent-kafka: 0 = not available, 1 = CreateTime, 2 = LogAppendTime; Spark (Java's
+        # TimestampType.id): -1, 0, 1. A record without timestamp gets a null timestamp.
+        timestamp_type = kinds_and_times[:, 0] - 1
+        timestamp_us = pa.array(
+            kinds_and_times[:, 1] * 1000, mask=timestamp_type < 0
+        ).cast(schema.field("timestamp").type)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self._topic] * count, pa.string()),
+            pa.array(self.partitions, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            timestamp_us,
+            pa.array(timestamp_type.astype(np.int32), pa.int32()),
+        ]
+        if self._include_headers:
+            arrays.append(pa.array(self.headers, schema.field("headers").type))
+        self._clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
