@@ -1,0 +1,119 @@
+"""``format("kafkasync")``: the DataSource Spark instantiates, plus batch reads."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kafkasync_source.offset_reader import OffsetReader
+from kafkasync_source.options import SourceOptions, parse_options
+from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
+from kafkasync_source.schema import kafka_schema
+from kafkasync_source.stream import KafkaSyncStreamReader
+
+
+class KafkaSyncDataSource(DataSource):
+    """Kafka topics as event-time-synchronized micro-batches.
+
+    A drop-in for ``format("kafka")``: same options, same schema (key, value, topic,
+    partition, offset, timestamp, timestampType [, headers]). Each micro-batch is cut where
+    Kafka Streams would stop (KIP-353/KIP-695): at stream time T = min over partitions of the
+    largest buffered timestamp, so a lagging partition's records are not overtaken by the
+    watermark, and re-runs over the same data give the same batches.
+
+    ================================  =========  ==============================================
+    option                            default    meaning
+    ================================  =========  ==============================================
+    kafka.bootstrap.servers           required   brokers, ``host:port[,host:port]``
+    subscribe / subscribePattern /    one of     topics: comma list / Java-style regex /
+    assign                            these      JSON ``{"t":[0,1]}``
+    startingOffsets                   latest     ``earliest`` / ``latest`` / JSON
+                                      (stream),  ``{"t":{"0":23,"1":-2}}`` (-2 earliest,
+                                      earliest   -1 latest)
+                                      (batch)
+    endingOffsets (batch only)        latest     ``latest`` / JSON
+    max.task.idle.ms                  0          -1 never wait (like format("kafka")); 0 wait
+                                                 for fetches, not producers; N wait up to N ms
+                                                 for an idle partition; 9223372036854775807
+                                                 wait forever
+    failOnDataLoss                    true       fail when needed records are gone
+    includeHeaders                    false      add ``headers`` array<struct<key,value>>
+    buffered.records.per.partition    10000      driver buffer bound per partition (also the
+                                                 most a partition adds to one batch)
+    maxRecordsPerPartition            200000     split larger ranges across Spark tasks
+    kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long
+    partitionDiscoveryIntervalMs      10000      how often to look for new partitions
+    kafka.*                                      passed to librdkafka (``kafka.`` stripped);
+                                                 ``kafka.sasl.jaas.config`` PLAIN/SCRAM lines
+                                                 are translated
+    ================================  =========  ==============================================
+
+    Example::
+
+        from pyspark.sql import SparkSession, functions as F
+        import kafkasync_source
+
+        spark = SparkSession.builder.getOrCreate()
+        kafkasync_source.register(spark)  # not needed after `pip install kafkasync`
+        events = (spark.readStream.format("kafkasync")
+                  .option("kafka.bootstrap.servers", "localhost:9092")
+                  .option("subscribe", "orders,payments")
+                  .option("startingOffsets", "earliest")
+                  .load())
+        counts = (events.withWatermark("timestamp", "1 minute")
+                  .groupBy(F.window("timestamp", "5 minutes"), "topic").count())
+        counts.writeStream.outputMode("append").format("console").start()
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkasync"
+
+    def schema(self) -> StructType:
+        # Validate here: Spark calls schema() at load(), so bad options fail at query start.
+        return kafka_schema(self._parse(streaming=True).include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaSyncStreamReader(self._parse(streaming=True), schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaSyncBatchReader(self._parse(streaming=False), schema)
+
+    def _parse(self, *, streaming: bool) -> SourceOptions:
+        return parse_options(self.options, streaming=streaming)
+
+
+class KafkaSyncBatchReader(DataSourceReader):
+    """``spark.read.format("kafkasync")``: every record between startingOffsets and
+    endingOffsets, resolved once when the query is planned."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self._options
+        with OffsetReader(options.client_config) as offsets:
+            partitions = offsets.partitions(options.subscription, must_exist=True)
+            starts = offsets.resolve(options.starting_offsets, partitions, option="startingOffsets")
+            ends = offsets.resolve(options.ending_offsets, partitions, option="endingOffsets")
+        for tp in partitions:
+            if ends[tp] < starts[tp]:
+                raise ValueError(
+                    f"kafkasync: for {tp.topic}-{tp.partition} endingOffsets ({ends[tp]}) is "
+                    f"before startingOffsets ({starts[tp]})."
+                )
+        ranges = [(tp, starts[tp], ends[tp]) for tp in partitions]
+        return split_ranges(ranges, options.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, KafkaRange)
+        return RangeReader.from_options(self._options, self._schema).read(partition)
+
+
+def register(spark: SparkSession) -> None:
+    """Register ``format("kafkasync")`` explicitly (installed packages are found without it)."""
+    spark.dataSource.register(KafkaSyncDataSource)

@@ -1,0 +1,198 @@
+"""The micro-batch stream: Spark's DataSourceStreamReader for ``format("kafkasync")``.
+
+Spark asks the driver-side reader for the next batch's end offset (``latestOffset``), logs
+it, then has executors read each partition's ``[start, end)`` range. kafkasync decides that
+end offset with the planner (Kafka Streams' processability and ``max.task.idle.ms``) over
+the buffers the driver fetcher keeps filled, so every batch is cut where Kafka Streams would
+have stopped, and a logged batch replays exactly.
+
+Two objects live on different machines:
+
+* :class:`KafkaSyncStreamReader` is created by Spark on the driver *and* again, fresh, on
+  planning workers whose ``read`` is shipped to executors. It therefore holds only options;
+  its driver state (:class:`SyncDriver`: consumer, thread, buffers) is created lazily, on
+  first use on the driver, and never pickled.
+* :class:`SyncDriver` owns that state for the life of the query.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kafkasync_source.fetcher import DriverFetcher
+from kafkasync_source.offset_reader import OffsetReader
+from kafkasync_source.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.options import SourceOptions
+from kafkasync_source.planner import Cut, NO_TIMESTAMP, PartitionState, TopicPartition, plan_batch
+from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
+
+logger = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    """max.task.idle.ms is wall-clock time (KIP-353), not event time."""
+    return int(time.time() * 1000)
+
+
+class SyncDriver:
+    """Driver-side state of one query: fetcher, idle deadlines, partition discovery."""
+
+    def __init__(self, options: SourceOptions, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self._options = options
+        self._clock = clock
+        self._fetcher = DriverFetcher(
+            options.client_config,
+            buffer_limit=options.buffered_records_per_partition,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
+        self._offset_reader = OffsetReader(options.client_config)
+        self._idle_since: dict[TopicPartition, int] = {}
+        self._next_discovery_ms = clock() + options.partition_discovery_interval_ms
+        self.last_cut: Optional[Cut] = None
+        self.last_states: dict[TopicPartition, PartitionState] = {}
+
+    def close(self) -> None:
+        self._fetcher.close()
+        self._offset_reader.close()
+
+    def initial_offset(self) -> SyncOffset:
+        partitions = self._offset_reader.partitions(self._options.subscription, must_exist=True)
+        starts = self._offset_reader.resolve(
+            self._options.starting_offsets, partitions, option="startingOffsets"
+        )
+        return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()})
+
+    def next_offset(self, start: SyncOffset) -> SyncOffset:
+        """The end offset of the next batch, or ``start`` itself when nothing is processable."""
+        discovered = self._discover_new_partitions(start)
+        if discovered:
+            # New partitions enter the offsets through a batch of their own, so every later
+            # batch has a logged start for them (replays stay exact).
+            return start.with_partitions({**start.partitions, **discovered})
+        self._fetcher.position_at(start.next_offsets())
+        partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
+        states = self._fetcher.snapshot(partition_times)
+        cut = plan_batch(
+            states,
+            now_ms=self._clock(),
+            max_task_idle_ms=self._options.max_task_idle_ms,
+            idle_since=self._idle_since,
+        )
+        self._idle_since = dict(cut.idle_since)
+        self.last_cut, self.last_states = cut, states
+        if not cut.has_batch:
+            return start
+        if cut.enforced:
+            logger.warning(
+                "kafkasync: enforced processing — gave up waiting for idle partition(s) %s "
+                "(max.task.idle.ms=%d); records they receive later may be behind stream time.",
+                ", ".join(f"{tp.topic}-{tp.partition}" for tp in cut.given_up),
+                self._options.max_task_idle_ms,
+            )
+        end = SyncOffset(
+            partitions={
+                tp: PartitionOffset(decision.end, decision.partition_time)
+                for tp, decision in cut.partitions.items()
+            },
+            stream_time=max(start.stream_time, cut.stream_time or NO_TIMESTAMP),
+            enforced_processing_total=start.enforced_processing_total + int(cut.enforced),
+            late_records_total=start.late_records_total + _late_records(cut, states, start.stream_time),
+        )
+        self._fetcher.position_at(end.next_offsets())
+        return end
+
+    def _discover_new_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
+        now = self._clock()
+        if now < self._next_discovery_ms:
+            return {}
+        self._next_discovery_ms = now + self._options.partition_discovery_interval_ms
+        current = self._offset_reader.partitions(self._options.subscription, must_exist=False)
+        new = [tp for tp in current if tp not in start.partitions]
+        if not new:
+            return {}
+        # As Spark's Kafka source does: partitions that appear while a query runs are read
+        # from their beginning, so none of their records is missed.
+        marks = self._offset_reader.watermarks(new)
+        logger.info("kafkasync: new partition(s) %s", ", ".join(f"{t}-{p}" for t, p in new))
+        return {tp: PartitionOffset(marks[tp][0]) for tp in new}
+
+
+def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream_time: int) -> int:
+    """Records emitted with a timestamp below the stream time already reached: the out-of-order
+    processing a user traded for latency (enforced processing, -1, or out-of-order producers)."""
+    if stream_time == NO_TIMESTAMP:
+        return 0
+    late = 0
+    for tp, decision in cut.partitions.items():
+        timestamps = states[tp].timestamps[: decision.records]
+        late += int(np.count_nonzero((timestamps >= 0) & (timestamps < stream_time)))
+    return late
+
+
+class KafkaSyncStreamReader(DataSourceStreamReader):
+    """Spark glue: offsets in and out as JSON, ranges to executors. Holds only options."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._schema = schema
+        self._driver: Optional[SyncDriver] = None
+        self._last_end: Optional[dict] = None  # for PySpark 4.0/4.1's latestOffset()
+
+    def __getstate__(self) -> dict:
+        # The reader is pickled to executors for read(): never ship the driver's consumer.
+        state = self.__dict__.copy()
+        state["_driver"] = None
+        return state
+
+    def _sync_driver(self) -> SyncDriver:
+        if self._driver is None:
+            self._driver = SyncDriver(self._options)
+        return self._driver
+
+    def initialOffset(self) -> dict:
+        self._last_end = self._sync_driver().initial_offset().to_json()
+        return self._last_end
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        # PySpark >= 4.2 passes the start (and a ReadLimit; kafkasync reads everything that is
+        # processable, so ReadAllAvailable and the default limit mean the same here). PySpark
+        # 4.0/4.1 pass nothing: continue from the last offset this reader handed out.
+        if start is None:
+            if self._last_end is None:
+                raise RuntimeError(
+                    "kafkasync cannot restart this query from its checkpoint on PySpark "
+                    "4.0/4.1: they do not tell the source where the checkpoint stands. Use "
+                    "PySpark >= 4.2 to restart, or start a new checkpointLocation."
+                )
+            start = self._last_end
+        start_offset = SyncOffset.from_json(start)
+        end_offset = self._sync_driver().next_offset(start_offset)
+        self._last_end = start if end_offset is start_offset else end_offset.to_json()
+        return self._last_end
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        self._last_end = end
+        begin, finish = SyncOffset.from_json(start), SyncOffset.from_json(end)
+        ranges = [
+            (tp, begin.partitions.get(tp, position).next_offset, position.next_offset)
+            for tp, position in sorted(finish.partitions.items())
+        ]
+        return split_ranges(ranges, self._options.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Any:
+        assert isinstance(partition, KafkaRange)
+        return RangeReader.from_options(self._options, self._schema).read(partition)
+
+    def commit(self, end: dict) -> None:
+        """Spark's checkpoint is the source of truth; nothing to release on the driver."""
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
