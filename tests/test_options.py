@@ -1,0 +1,131 @@
+"""Option validation: every bad input fails at query start, naming the option."""
+
+import pytest
+
+from kafkasync_source.options import KafkaSyncOptionError, parse_options, redact
+from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
+
+BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
+
+
+def parse(streaming=True, **extra):
+    return parse_options({**BASE, **extra}, streaming=streaming)
+
+
+def test_defaults_match_spark_kafka_source():
+    options = parse()
+    assert options.subscription.topics == ("orders",)
+    assert options.starting_offsets == "latest"
+    assert options.fail_on_data_loss is True
+    assert options.include_headers is False
+    assert options.max_task_idle_ms == 0
+    assert options.bootstrap_servers == "localhost:9092"
+    assert parse(streaming=False).starting_offsets == "earliest"
+
+
+def test_option_names_are_case_insensitive_and_kafka_prefix_is_stripped():
+    options = parse_options(
+        {"KAFKA.Bootstrap.Servers": "h:1", "SUBSCRIBE": "a, b,a", "kafka.fetch.max.bytes": "1000",
+         "IncludeHeaders": "TRUE"},
+        streaming=True,
+    )
+    assert options.subscription.topics == ("a", "b")
+    assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000"}
+    assert options.include_headers is True
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("-1", NEVER_WAIT), ("0", 0), ("2500", 2500), (str(WAIT_FOREVER), WAIT_FOREVER)],
+)
+def test_max_task_idle_ms_accepts_the_documented_values(value, expected):
+    assert parse(**{"max.task.idle.ms": value}).max_task_idle_ms == expected
+
+
+@pytest.mark.parametrize("value", ["-2", "1.5", "soon", "", str(WAIT_FOREVER + 1)])
+def test_max_task_idle_ms_rejects_anything_else(value):
+    with pytest.raises(KafkaSyncOptionError, match=r"'max\.task\.idle\.ms'.*-1.*0.*9223372036854775807"):
+        parse(**{"max.task.idle.ms": value})
+
+
+def test_unknown_option_is_named_with_what_is_allowed():
+    with pytest.raises(KafkaSyncOptionError, match=r"'maxoffsetpertrigger'.*accepts:.*subscribe"):
+        parse(maxOffsetPerTrigger="10")
+
+
+def test_bootstrap_servers_is_required():
+    with pytest.raises(KafkaSyncOptionError, match="kafka.bootstrap.servers"):
+        parse_options({"subscribe": "t"}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    "subscription",
+    [{}, {"subscribe": "a", "subscribePattern": "b.*"}, {"subscribe": " , "},
+     {"assign": "[0,1]"}, {"assign": "{}"}, {"subscribePattern": "("}],
+)
+def test_subscription_must_be_exactly_one_valid_style(subscription):
+    with pytest.raises(KafkaSyncOptionError, match="subscribe|assign"):
+        parse_options({"kafka.bootstrap.servers": "h:1", **subscription}, streaming=True)
+
+
+def test_assign_and_pattern_parse():
+    assigned = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "assign": '{"b":[1,0],"a":[2]}'}, streaming=True
+    ).subscription
+    assert assigned.assigned == (TopicPartition("a", 2), TopicPartition("b", 0), TopicPartition("b", 1))
+    pattern = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "subscribePattern": "ord.*"}, streaming=True
+    ).subscription
+    assert pattern.pattern == "ord.*"
+
+
+def test_starting_offsets_json_and_keywords():
+    spec = parse(startingOffsets='{"orders":{"0":23,"1":-2}}').starting_offsets
+    assert spec == {"orders": {0: 23, 1: -2}}
+    assert parse(startingOffsets="earliest").starting_offsets == "earliest"
+    with pytest.raises(KafkaSyncOptionError, match="'startingOffsets'"):
+        parse(startingOffsets="yesterday")
+    with pytest.raises(KafkaSyncOptionError, match="'startingOffsets'.*-7.*orders-0"):
+        parse(startingOffsets='{"orders":{"0":-7}}')
+    with pytest.raises(KafkaSyncOptionError, match="'startingOffsets' cannot be 'latest'"):
+        parse(streaming=False, startingOffsets="latest")
+
+
+def test_ending_offsets_are_for_batch_reads_only():
+    assert parse(streaming=False, endingOffsets='{"orders":{"0":5}}').ending_offsets == {"orders": {0: 5}}
+    with pytest.raises(KafkaSyncOptionError, match="'endingOffsets'.*batch"):
+        parse(endingOffsets="latest")
+    with pytest.raises(KafkaSyncOptionError, match="'endingOffsets'.*earliest"):
+        parse(streaming=False, endingOffsets='{"orders":{"0":-2}}')
+    with pytest.raises(KafkaSyncOptionError, match="'max.task.idle.ms' applies to streaming"):
+        parse(streaming=False, **{"max.task.idle.ms": "5"})
+
+
+@pytest.mark.parametrize("name", ["group.id", "auto.offset.reset", "enable.auto.commit",
+                                  "enable.partition.eof"])
+def test_client_settings_kafkasync_owns_are_refused(name):
+    with pytest.raises(KafkaSyncOptionError, match=f"'kafka.{name}' is not supported"):
+        parse(**{f"kafka.{name}": "x"})
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("failOnDataLoss", "yes"), ("includeHeaders", "1"), ("buffered.records.per.partition", "0"),
+     ("maxRecordsPerPartition", "-5"), ("kafkaConsumer.pollTimeoutMs", "fast")],
+)
+def test_bad_values_name_the_option(option, value):
+    with pytest.raises(KafkaSyncOptionError, match=f"'{option}'"):
+        parse(**{option: value})
+
+
+def test_jaas_config_is_translated_and_secrets_never_echoed():
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="alice" password="s3cr3t-pw";')
+    options = parse(**{"kafka.sasl.jaas.config": jaas, "kafka.security.protocol": "SASL_SSL"})
+    assert options.client_config["sasl.username"] == "alice"
+    assert options.client_config["sasl.password"] == "s3cr3t-pw"
+    assert "s3cr3t-pw" not in repr(options)
+    assert "s3cr3t-pw" not in str(redact(options.client_config))
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        parse(**{"kafka.sasl.jaas.config": "KerberosLoginModule required keyTab=\"/k\" s3cr3t;"})
+    assert "s3cr3t" not in str(failure.value)
