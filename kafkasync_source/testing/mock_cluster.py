@@ -237,8 +237,13 @@ _FAST_PRODUCER = {
     "batch.size": 1048576,
     "queue.buffering.max.messages": 1000000,
     "queue.buffering.max.kbytes": 1048576,
-    # Keeps per-partition order even when a request is retried.
-    "enable.idempotence": True,
+    # One request in flight keeps per-partition order across retries. Not
+    # idempotent on purpose: the idempotent producer waits 0.5-1 s for its
+    # producer id on a fresh cluster (a fixed librdkafka timer), which would
+    # slow down every test that uses a fresh cluster.
+    "enable.idempotence": False,
+    "max.in.flight.requests.per.connection": 1,
+    "acks": "all",
     "message.timeout.ms": 60000,
 }
 
@@ -341,7 +346,9 @@ class MockKafkaCluster:
 
     def producer(self, config: Optional[Mapping[str, Any]] = None, **overrides: Any):
         """A new ``confluent_kafka.Producer`` for this cluster, tuned for bulk
-        loads (idempotent, batched). The caller owns and must flush it."""
+        loads (batched, ordered, not idempotent; pass
+        ``{"enable.idempotence": True}`` if a test retries through faults).
+        The caller owns it and must flush it."""
         from confluent_kafka import Producer
 
         conf = self.client_config(**_FAST_PRODUCER)
