@@ -1,0 +1,65 @@
+# kafkasync developer entry points. Everything runs inside ./.venv, which
+# `make venv` creates (from $(PYTHON)) and fills from constraints.txt.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
+# "compat" editable mode puts the checkout itself on sys.path (a plain .pth),
+# so pkgutil.iter_modules() - which Spark uses to discover pyspark_* data
+# source modules - sees pyspark_kafkasync. The default finder-hook mode hides it.
+EDITABLE := --config-settings editable_mode=compat -e
+
+# Re-install only when the dependency declarations change.
+STAMP       := $(VENV)/.kafkasync-test.stamp
+BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
+
+PYTEST_ARGS ?=
+
+.PHONY: venv test test-slow demo integration bench clean distclean check-tools
+
+venv: $(STAMP)
+
+check-tools:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null || { \
+	  echo "error: kafkasync needs Python >= 3.10; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)." >&2; \
+	  echo "       Run e.g. 'make PYTHON=python3.11 $(MAKECMDGOALS)'." >&2; exit 1; }
+	@java -version >/dev/null 2>&1 || { \
+	  echo "error: 'java -version' failed. PySpark needs a Java runtime (17 or 21) on PATH or JAVA_HOME;" >&2; \
+	  echo "       e.g. 'apt-get install openjdk-17-jre-headless'." >&2; exit 1; }
+
+$(PY): | check-tools
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) $(EDITABLE) '.[test]'
+	@touch $@
+
+$(BENCH_STAMP): pyproject.toml constraints.txt $(STAMP)
+	$(PIP_INSTALL) $(EDITABLE) '.[test,bench]'
+	@touch $@
+
+test: venv
+	@echo "make test: skipping tests marked 'slow' (soak/long runs); run them with 'make test-slow'."
+	$(PY) -m pytest tests -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: venv
+	$(PY) -m pytest tests -q -m slow $(PYTEST_ARGS)
+
+demo: venv
+	$(PY) -m kafkasync_source.demo
+
+integration: venv
+	$(PY) -m pytest integration -rs $(PYTEST_ARGS)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m benchmarks.run
+
+# Generated files only; `distclean` also removes the virtualenv.
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis spark-warehouse metastore_db derby.log
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,120 @@
+"""Shared fixtures: a local Spark session and in-process Kafka (librdkafka mock).
+
+Fixtures:
+    spark           session-scoped SparkSession (local[2], UTC, no UI, quiet logs)
+    kafka_cluster   session-scoped MockKafkaCluster (1 broker) shared by all tests
+    topic_factory   function-scoped: ``topic_factory(partitions=1)`` creates a
+                    uniquely named topic on ``kafka_cluster`` and returns its name
+    unique_topic    function-scoped: ``unique_topic()`` returns a fresh topic
+                    name without creating it
+    fresh_cluster   function-scoped MockKafkaCluster of its own, for fault
+                    injection (3 brokers; ``@pytest.mark.mock_brokers(n)`` to change)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+import uuid
+
+import pytest
+
+# Spark's Python workers must run this interpreter (the virtualenv's), and the
+# driver must not try to resolve the machine's hostname. Set before any
+# SparkSession exists.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("TZ", "UTC")
+
+try:  # Property tests: no per-example deadline (CI machines are slow and noisy).
+    from hypothesis import settings as _hyp_settings
+
+    _hyp_settings.register_profile("kafkasync", deadline=None, print_blob=True)
+    _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kafkasync"))
+except ImportError:  # pragma: no cover
+    pass
+
+from kafkasync_source.testing import MockKafkaCluster  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "mock_brokers(n): number of brokers for the fresh_cluster fixture"
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkasync-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster():
+    """One mock cluster for the whole run; give each test its own topics."""
+    with MockKafkaCluster(brokers=1) as cluster:
+        yield cluster
+
+
+_topic_counter = itertools.count()
+
+
+def _topic_name(request, prefix=None):
+    base = prefix or re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80].strip("-.")
+    return f"{base or 'topic'}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def unique_topic(request):
+    """``unique_topic(prefix=None) -> str``: a topic name no other test uses."""
+    return lambda prefix=None: _topic_name(request, prefix)
+
+
+@pytest.fixture
+def topic_factory(request, kafka_cluster):
+    """``topic_factory(partitions=1, *, prefix=None, cluster=None) -> name``.
+
+    Creates a uniquely named topic (on the shared ``kafka_cluster`` unless
+    ``cluster`` is given) and waits until it is visible in metadata.
+    """
+
+    def make(partitions=1, *, prefix=None, cluster=None, replication=1):
+        name = _topic_name(request, prefix)
+        (cluster or kafka_cluster).create_topic(name, partitions, replication)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def fresh_cluster(request):
+    """A cluster of this test's own, so fault injection cannot leak into others."""
+    marker = request.node.get_closest_marker("mock_brokers")
+    brokers = marker.args[0] if marker else 3
+    with MockKafkaCluster(brokers=brokers) as cluster:
+        yield cluster
