@@ -7,9 +7,12 @@ confluent-kafka consumer, assigned (no consumer group), and a background thread 
 the buffers filled while Spark executes the previous batch. Payloads are dropped at once —
 executors re-read the records by offset range — so the driver holds 16 bytes per record.
 
-Memory is bounded per partition (``buffered.records.per.partition``): a full partition is
-paused and resumed once the planner has drained it below half. librdkafka's own prefetch
-queue is capped too, so driver memory stays flat however large the backlog.
+Memory is bounded per partition (``buffered.records.per.partition``, which is then also the
+most one partition adds to a batch): a full partition is paused and resumed once the planner
+has drained it below half. Records a consume call returns beyond the bound are discarded
+without advancing the position, and the partition is re-seeked to its position when resumed.
+librdkafka's own prefetch queue is capped too, so driver memory stays flat however large the
+backlog.
 
 Lag follows KIP-695's ``currentLag``: the log end offset the client already knows (from fetch
 responses and end-of-partition events) minus the fetch *position* — never "last offset + 1",
@@ -50,7 +53,7 @@ class KafkaSyncFetchError(RuntimeError):
 class _PartitionBuffer:
     """Fetched, not yet emitted records of one partition, in offset order."""
 
-    __slots__ = ("start", "position", "offsets", "timestamps", "paused", "log_end")
+    __slots__ = ("start", "position", "offsets", "timestamps", "paused", "overflowed", "log_end")
 
     def __init__(self, start: int) -> None:
         self.start = start
@@ -58,6 +61,7 @@ class _PartitionBuffer:
         self.offsets = array("q")
         self.timestamps = array("q")
         self.paused = False
+        self.overflowed = False  # records past the bound were discarded: re-seek on resume
         self.log_end: Optional[int] = None
 
     def __len__(self) -> int:
@@ -127,15 +131,26 @@ class DriverFetcher:
             for tp in set(self._buffers) - set(starts):
                 del self._buffers[tp]
             if reassign:
-                self._generation += 1
-                self._consumer.assign(
-                    [KafkaTopicPartition(tp.topic, tp.partition, b.position)
-                     for tp, b in self._buffers.items()]
-                )
-                for buffer in self._buffers.values():
-                    buffer.paused = False
+                self._assign_at_positions()
             self._apply_flow_control()
         self._has_work.set()
+
+    def _assign_at_positions(self) -> None:
+        """(Re)start fetching every partition at its buffer's position. Messages a consume
+        call already returned under the previous assignment are dropped (generation)."""
+        self._generation += 1
+        self._consumer.assign(
+            [KafkaTopicPartition(tp.topic, tp.partition, b.position) for tp, b in self._buffers.items()]
+        )
+        # librdkafka keeps a partition's pause flag across assign(): set both ways explicitly.
+        paused, fetching = [], []
+        for tp, buffer in self._buffers.items():
+            buffer.overflowed = False
+            (paused if buffer.paused else fetching).append(KafkaTopicPartition(tp.topic, tp.partition))
+        if paused:
+            self._consumer.pause(paused)
+        if fetching:
+            self._consumer.resume(fetching)
 
     def snapshot(self, partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, PartitionState]:
         """What the planner needs of every partition, copied under the lock."""
@@ -198,7 +213,10 @@ class DriverFetcher:
                 continue
             if error is None:
                 offset = message.offset()
-                if offset < buffer.position:
+                if offset < buffer.position or buffer.overflowed:
+                    continue
+                if len(buffer.offsets) >= self._buffer_limit:
+                    buffer.overflowed = True
                     continue
                 kind, timestamp = message.timestamp()
                 buffer.offsets.append(offset)
@@ -207,7 +225,8 @@ class DriverFetcher:
             elif error.code() == KafkaError._PARTITION_EOF:
                 # Every record below the high watermark has been seen: the fetch position is
                 # the log end even when offset gaps (markers, compaction) precede it.
-                buffer.position = max(buffer.position, message.offset())
+                if not buffer.overflowed:
+                    buffer.position = max(buffer.position, message.offset())
                 buffer.log_end = message.offset()
             elif error.code() in _FATAL_PARTITION_ERRORS:
                 self._error = KafkaSyncFetchError(
@@ -223,16 +242,22 @@ class DriverFetcher:
     def _apply_flow_control(self) -> None:
         """Pause full partitions; resume them once drained below half (hysteresis)."""
         resume_below = max(1, self._buffer_limit // 2)
-        to_pause, to_resume = [], []
+        to_pause, to_resume, reseek = [], [], False
         for tp, buffer in self._buffers.items():
             if not buffer.paused and len(buffer) >= self._buffer_limit:
                 buffer.paused = True
                 to_pause.append(KafkaTopicPartition(tp.topic, tp.partition))
             elif buffer.paused and len(buffer) < resume_below:
                 buffer.paused = False
+                reseek = reseek or buffer.overflowed
                 to_resume.append(KafkaTopicPartition(tp.topic, tp.partition))
         if to_pause:
             self._consumer.pause(to_pause)
-        if to_resume:
+        if reseek:
+            # librdkafka would resume after the last record it handed out, past the ones
+            # discarded here; restart from the buffers' own positions instead.
+            self._assign_at_positions()
+        elif to_resume:
             self._consumer.resume(to_resume)
+        if to_resume:
             self._has_work.set()

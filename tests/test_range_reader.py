@@ -56,7 +56,7 @@ def test_large_range_spans_several_arrow_batches(kafka_cluster, topic_factory):
 
 def test_range_ending_in_transaction_marker_gap_does_not_hang(kafka_cluster, topic_factory):
     topic = topic_factory(1)
-    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}"})
+    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
     producer.init_transactions(10)
     producer.begin_transaction()
     for i in range(5):
