@@ -1,0 +1,440 @@
+"""Where to cut the next micro-batch: Kafka Streams' timestamp synchronization as a pure function.
+
+Why this exists
+---------------
+Spark's built-in Kafka source puts everything fetched into each micro-batch. When partitions are
+unevenly behind, one partition's event time races ahead, Spark's watermark follows it, and the
+lagging partitions' records arrive behind the watermark and are dropped. Kafka Streams solved the
+same problem for record-at-a-time processing (KIP-353, KIP-695): among the buffered partitions it
+always processes the head record with the smallest timestamp, and a task is only *processable*
+while every partition has buffered records.
+
+A micro-batch is a set of per-partition offset ranges, so the planner cuts each batch exactly where
+Kafka Streams would have stopped. With
+
+    T = min over partitions of (max timestamp buffered in that partition)
+
+each partition contributes its buffered records up to, not including, the first one with
+timestamp > T. The partition that reaches T is drained completely, every other partition stops just
+before its first record newer than T. With distinct timestamps this is *exactly* the set of records
+Kafka Streams processes before the first queue runs empty (in-order or out-of-order partitions
+alike). With equal timestamps the cut can be larger than that set: it also takes records that merely
+tie with T (Kafka Streams would stop at the first queue to drain and take the others next); per
+partition the extra records start at a record whose timestamp equals T and none is newer than T, so
+no record newer than the batch's stream time is ever emitted early. ``tests/test_planner.py`` checks
+both statements against a reference model of Kafka Streams' loop.
+
+Empty partitions (KIP-695, lag-aware idling)
+--------------------------------------------
+A partition with nothing buffered holds the batch back for as long as Kafka Streams would:
+
+* end offset unknown            -> WAITING_FOR_END_OFFSET (we cannot know whether data exists);
+* lag = end offset - position > 0 -> WAITING_FOR_FETCH (the broker has data we have not fetched);
+* lag == 0                      -> the partition is idle: wait up to ``max.task.idle.ms`` of
+  wall-clock time from when it was first seen idle (IDLE_WAITING), then give up on it (IDLE) and cut
+  over the other partitions: *enforced processing*, which the caller counts.
+
+Lag is measured from the fetch *position*, not "last offset + 1", because transaction markers and
+compaction leave offset gaps that never fill. For the same reason a partition that contributes all
+of its buffered records ends at its position, so the gap after the last record is committed too.
+
+``max.task.idle.ms`` keeps Kafka Streams' meaning:
+
+* ``NEVER_WAIT`` (-1): never wait; every batch takes everything buffered, like ``format("kafka")``.
+  Statuses are still reported; an idle partition's deadline is the moment it was first seen idle.
+* ``0`` (default): wait for fetches and metadata, never for producers: an idle partition is given
+  up on at once.
+* ``N > 0``: wait up to N ms for producers.
+* ``WAIT_FOREVER`` (Long.MAX), or any value whose deadline overflows a long: never give up, never
+  enforce.
+
+The first-seen-idle times (``idle_since``) are state the caller carries from one call to the next.
+As in Kafka Streams' ``PartitionGroup``, a partition keeps its first-seen time while it stays idle,
+even after batches proceed without it, and loses it as soon as it has buffered data again or has to
+wait for a fetch or for its end offset.
+
+Records without a timestamp
+---------------------------
+Kafka allows records with no timestamp (-1, ``NO_TIMESTAMP``). Such a record takes the *effective
+timestamp* of the partition time before it: the largest of the partition's ``partition_time`` and
+the valid timestamps preceding it in the buffer, or ``NO_TIMESTAMP`` when there is none. So it
+never advances partition time, is never cut off from its neighbours unless its partition is already
+ahead of T, and is emitted with them. A partition holding only untimestamped records has a maximum
+effective timestamp equal to its partition time (possibly -1); that makes T small, but none of the
+partition's records is newer than T, so it drains and the stream makes progress.
+
+Bounded runs
+------------
+``stop_offset`` (Trigger.AvailableNow) hides records at or after it and caps position and end offset
+at it. A partition with nothing left before its stop offset is FINISHED: it never blocks and never
+counts as idle.
+
+Everything else
+---------------
+Contributions are always a prefix of the buffer, so records are never skipped, duplicated or
+reordered, and a batch is fully described by its start and end offsets (Spark can replay it).
+Stream time is T of the batch; it is not forced to be monotonic (out-of-order partitions and
+enforced processing can lower it), Spark's watermark is. The planner is pure and cheap: one call per
+trigger on the driver, numpy-vectorised per partition, no per-record Python work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Mapping, NamedTuple, Optional
+
+import numpy as np
+
+__all__ = [
+    "NEVER_WAIT",
+    "NO_TIMESTAMP",
+    "WAIT_FOREVER",
+    "Cut",
+    "PartitionDecision",
+    "PartitionState",
+    "PartitionStatus",
+    "TopicPartition",
+    "plan_batch",
+]
+
+TopicPartition = NamedTuple("TopicPartition", [("topic", str), ("partition", int)])
+
+NO_TIMESTAMP = -1
+"""Kafka's "no timestamp"; valid timestamps are >= 0."""
+
+WAIT_FOREVER = 9223372036854775807
+"""Long.MAX as ``max.task.idle.ms``: idle partitions are waited for forever."""
+
+NEVER_WAIT = -1
+"""``max.task.idle.ms`` that never waits: every batch takes everything buffered."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the driver knows about one partition at planning time.
+
+    The constructor converts ``offsets`` and ``timestamps`` to int64 arrays (no copy when they
+    already are) and the scalars to Python ints (they end up in the offset JSON), and rejects
+    states that break the invariants below, because a planner fed a broken buffer would silently
+    skip or repeat records.
+    """
+
+    start: int
+    """Next offset to emit: this batch's start."""
+    offsets: np.ndarray
+    """int64, strictly ascending, every element in [start, position): fetched, not yet emitted."""
+    timestamps: np.ndarray
+    """int64, same length as ``offsets``; NO_TIMESTAMP (-1) where a record has none."""
+    position: int
+    """Fetch position: every existing record in [start, position) is in ``offsets``."""
+    end_offset: Optional[int]
+    """Log end offset (high watermark) known locally; None while not known yet."""
+    partition_time: int = NO_TIMESTAMP
+    """Largest timestamp emitted so far (KIP-472); survives restarts through the offset log."""
+    stop_offset: Optional[int] = None
+    """Bounded run (Trigger.AvailableNow): records at or after it are ignored."""
+
+    def __post_init__(self) -> None:
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        timestamps = np.asarray(self.timestamps, dtype=np.int64)
+        object.__setattr__(self, "offsets", offsets)
+        object.__setattr__(self, "timestamps", timestamps)
+        for name in ("start", "position", "partition_time"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("end_offset", "stop_offset"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))
+        if offsets.ndim != 1 or offsets.shape != timestamps.shape:
+            raise ValueError(
+                f"offsets and timestamps must be 1-D and equally long, got shapes "
+                f"{offsets.shape} and {timestamps.shape}"
+            )
+        if self.position < self.start:
+            raise ValueError(f"position {self.position} is before start {self.start}")
+        if self.partition_time < NO_TIMESTAMP:
+            raise ValueError(f"partition_time {self.partition_time} is below NO_TIMESTAMP")
+        if self.stop_offset is not None and self.stop_offset < 0:
+            raise ValueError(f"stop_offset {self.stop_offset} is negative")
+        if offsets.size:
+            if offsets[0] < self.start or offsets[-1] >= self.position:
+                raise ValueError(
+                    f"buffered offsets [{offsets[0]}, {offsets[-1]}] are outside "
+                    f"[start, position) = [{self.start}, {self.position})"
+                )
+            if offsets.size > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
+                raise ValueError("buffered offsets are not strictly ascending")
+            if int(timestamps.min()) < NO_TIMESTAMP:
+                raise ValueError("timestamps below NO_TIMESTAMP (-1)")
+
+
+class PartitionStatus(str, Enum):
+    """Why a partition does or does not take part in the batch."""
+
+    READY = "ready"
+    """Has buffered records."""
+    WAITING_FOR_END_OFFSET = "waiting-for-end-offset"
+    """Empty and its lag is unknown: wait for the end offset."""
+    WAITING_FOR_FETCH = "waiting-for-fetch"
+    """Empty with lag > 0: the broker has data, wait for the fetch."""
+    IDLE_WAITING = "idle-waiting"
+    """Empty with lag 0, still within ``max.task.idle.ms``: wait for producers."""
+    IDLE = "idle"
+    """Empty with lag 0, deadline passed: batches proceed without it (enforced processing)."""
+    FINISHED = "finished"
+    """Reached its stop offset: never blocks."""
+
+
+_BLOCKING_STATUSES = frozenset(
+    {
+        PartitionStatus.WAITING_FOR_END_OFFSET,
+        PartitionStatus.WAITING_FOR_FETCH,
+        PartitionStatus.IDLE_WAITING,
+    }
+)
+
+
+@dataclass(frozen=True)
+class PartitionDecision:
+    """The planner's verdict on one partition."""
+
+    status: PartitionStatus
+    end: int
+    """Exclusive end offset of this partition's contribution (== start when none)."""
+    records: int
+    """How many buffered records it contributes."""
+    lag: Optional[int]
+    """End offset - position, both capped by stop_offset, never below 0; None if unknown."""
+    idle_deadline: Optional[int]
+    """Wall-clock ms at which an idle partition is given up on; set for IDLE_WAITING and IDLE."""
+    partition_time: int
+    """Partition time after this batch."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The next micro-batch (or the reason there is none)."""
+
+    partitions: dict[TopicPartition, PartitionDecision]
+    """A decision for every input partition, in input order."""
+    stream_time: Optional[int]
+    """T of this batch; None when there is no batch."""
+    enforced: bool
+    """True when the batch proceeds without idle partitions (enforced-processing counter +1)."""
+    idle_since: dict[TopicPartition, int]
+    """First-seen-idle wall-clock ms of the idle partitions: pass it into the next call."""
+
+    @property
+    def records(self) -> int:
+        """Total number of records in the batch."""
+        return sum(decision.records for decision in self.partitions.values())
+
+    @property
+    def has_batch(self) -> bool:
+        """Whether there is a batch to run."""
+        return self.records > 0
+
+    @property
+    def end_offsets(self) -> dict[TopicPartition, int]:
+        """Exclusive end offset per partition (== start for partitions without a contribution)."""
+        return {tp: decision.end for tp, decision in self.partitions.items()}
+
+    @property
+    def blocking(self) -> dict[TopicPartition, PartitionDecision]:
+        """Partitions holding the batch back (WAITING_* / IDLE_WAITING); empty with a batch."""
+        if self.has_batch:
+            return {}
+        return {
+            tp: decision
+            for tp, decision in self.partitions.items()
+            if decision.status in _BLOCKING_STATUSES
+        }
+
+    @property
+    def given_up(self) -> tuple[TopicPartition, ...]:
+        """The IDLE partitions this batch proceeds without; empty unless enforced."""
+        if not self.enforced:
+            return ()
+        return tuple(
+            tp
+            for tp, decision in self.partitions.items()
+            if decision.status is PartitionStatus.IDLE
+        )
+
+    @property
+    def all_finished(self) -> bool:
+        """Whether every partition reached its stop offset (vacuously true for no partitions)."""
+        return all(
+            decision.status is PartitionStatus.FINISHED for decision in self.partitions.values()
+        )
+
+
+@dataclass(frozen=True)
+class _Buffer:
+    """One partition's state with the stop offset applied, and its status."""
+
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    position: int
+    lag: Optional[int]
+    status: PartitionStatus
+    partition_time: int
+    has_untimestamped: bool
+    max_effective_timestamp: int
+    """Largest effective timestamp in the buffer; NO_TIMESTAMP when the buffer is empty."""
+
+
+def _apply_stop_offset(state: PartitionState) -> tuple[np.ndarray, np.ndarray, int, Optional[int]]:
+    """Buffer, position and end offset as a bounded run sees them.
+
+    The cap never goes below ``start``, so a stop offset the partition has already passed cannot
+    move an end offset backwards.
+    """
+    offsets, timestamps = state.offsets, state.timestamps
+    position, end_offset = state.position, state.end_offset
+    if state.stop_offset is None:
+        return offsets, timestamps, position, end_offset
+    limit = max(state.stop_offset, state.start)
+    if offsets.size and offsets[-1] >= state.stop_offset:
+        kept = int(np.searchsorted(offsets, state.stop_offset, side="left"))
+        offsets, timestamps = offsets[:kept], timestamps[:kept]
+    position = min(position, limit)
+    if end_offset is not None:
+        end_offset = min(end_offset, limit)
+    return offsets, timestamps, position, end_offset
+
+
+def _buffer(state: PartitionState) -> _Buffer:
+    """Apply the stop offset and classify the partition (idle partitions are resolved later)."""
+    offsets, timestamps, position, end_offset = _apply_stop_offset(state)
+    lag = None if end_offset is None else max(0, end_offset - position)
+    has_untimestamped = False
+    max_effective_timestamp = NO_TIMESTAMP
+    if offsets.size:
+        status = PartitionStatus.READY
+        has_untimestamped = int(timestamps.min()) == NO_TIMESTAMP
+        max_effective_timestamp = int(timestamps.max())
+        if has_untimestamped:
+            # An untimestamped record's effective timestamp lies between partition_time and the
+            # largest valid timestamp before it, so the maximum only needs partition_time added.
+            max_effective_timestamp = max(max_effective_timestamp, state.partition_time)
+    elif state.stop_offset is not None and position >= state.stop_offset:
+        # Also covers start >= stop_offset: the capped position never drops below start.
+        status = PartitionStatus.FINISHED
+    elif lag is None:
+        status = PartitionStatus.WAITING_FOR_END_OFFSET
+    elif lag > 0:
+        status = PartitionStatus.WAITING_FOR_FETCH
+    else:
+        status = PartitionStatus.IDLE_WAITING  # IDLE_WAITING or IDLE, settled against the deadline
+    return _Buffer(
+        offsets=offsets,
+        timestamps=timestamps,
+        position=position,
+        lag=lag,
+        status=status,
+        partition_time=state.partition_time,
+        has_untimestamped=has_untimestamped,
+        max_effective_timestamp=max_effective_timestamp,
+    )
+
+
+def _idle_deadline(first_seen_idle: int, max_task_idle_ms: int) -> int:
+    """Wall-clock ms at which an idle partition is given up on; WAIT_FOREVER means never."""
+    return min(first_seen_idle + max(max_task_idle_ms, 0), WAIT_FOREVER)
+
+
+def _records_up_to(buffer: _Buffer, stream_time: int) -> int:
+    """How many leading buffered records have an effective timestamp <= stream_time.
+
+    A valid timestamp is its own effective timestamp. An untimestamped record's effective timestamp
+    exceeds stream_time only if partition_time does (then it is cut) or a valid timestamp before
+    it does (then the cut is already earlier), so no running maximum is needed.
+    """
+    if buffer.max_effective_timestamp <= stream_time:
+        return int(buffer.offsets.size)
+    newer = buffer.timestamps > stream_time
+    if buffer.has_untimestamped and buffer.partition_time > stream_time:
+        newer |= buffer.timestamps == NO_TIMESTAMP
+    return int(np.argmax(newer))
+
+
+def plan_batch(
+    partitions: Mapping[TopicPartition, PartitionState],
+    *,
+    now_ms: int,
+    max_task_idle_ms: int,
+    idle_since: Mapping[TopicPartition, int],
+) -> Cut:
+    """Cut the next micro-batch the way Kafka Streams would process it (see the module docstring).
+
+    Args:
+        partitions: the driver's view of every assigned partition.
+        now_ms: wall-clock reading, used only for idle deadlines.
+        max_task_idle_ms: NEVER_WAIT (-1), 0, a positive number of ms, or WAIT_FOREVER.
+        idle_since: the ``idle_since`` of the previous call's Cut (empty on the first call).
+
+    Returns:
+        The cut: a decision per partition, the batch's stream time, whether it was enforced, and
+        the first-seen-idle times to pass into the next call.
+    """
+    if max_task_idle_ms < NEVER_WAIT:
+        raise ValueError(
+            f"max_task_idle_ms must be -1 (never wait), 0 or positive, got {max_task_idle_ms}"
+        )
+    now_ms = int(now_ms)
+    buffers = {tp: _buffer(state) for tp, state in partitions.items()}
+
+    statuses: dict[TopicPartition, PartitionStatus] = {}
+    deadlines: dict[TopicPartition, int] = {}
+    next_idle_since: dict[TopicPartition, int] = {}
+    for tp, buffer in buffers.items():
+        status = buffer.status
+        if status is PartitionStatus.IDLE_WAITING:
+            first_seen_idle = idle_since.get(tp, now_ms)
+            deadline = _idle_deadline(first_seen_idle, max_task_idle_ms)
+            if deadline < WAIT_FOREVER and now_ms >= deadline:
+                status = PartitionStatus.IDLE
+            next_idle_since[tp] = first_seen_idle
+            deadlines[tp] = deadline
+        statuses[tp] = status
+
+    ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
+    contributions: dict[TopicPartition, int] = {}
+    stream_time: Optional[int] = None
+    enforced = False
+    if max_task_idle_ms == NEVER_WAIT:
+        if ready:
+            contributions = {tp: int(buffers[tp].offsets.size) for tp in ready}
+            stream_time = max(buffers[tp].max_effective_timestamp for tp in ready)
+    elif ready and not any(status in _BLOCKING_STATUSES for status in statuses.values()):
+        stream_time = min(buffers[tp].max_effective_timestamp for tp in ready)
+        contributions = {tp: _records_up_to(buffers[tp], stream_time) for tp in ready}
+        enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
+
+    decisions: dict[TopicPartition, PartitionDecision] = {}
+    for tp, state in partitions.items():
+        buffer = buffers[tp]
+        end, records, partition_time = state.start, 0, state.partition_time
+        if stream_time is not None:
+            records = contributions.get(tp, 0)
+            if records == buffer.offsets.size:
+                end = buffer.position
+            else:
+                end = int(buffer.offsets[records])
+            if records:
+                partition_time = max(partition_time, int(buffer.timestamps[:records].max()))
+        decisions[tp] = PartitionDecision(
+            status=statuses[tp],
+            end=end,
+            records=records,
+            lag=buffer.lag,
+            idle_deadline=deadlines.get(tp),
+            partition_time=partition_time,
+        )
+    return Cut(
+        partitions=decisions,
+        stream_time=stream_time,
+        enforced=enforced,
+        idle_since=next_idle_since,
+    )
