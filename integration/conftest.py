@@ -1,0 +1,243 @@
+"""Integration tests against a real Kafka broker.
+
+Where the broker comes from, in order:
+  1. ``KAFKASYNC_BOOTSTRAP=host:port`` (e.g. ``docker compose up -d --wait`` and
+     ``KAFKASYNC_BOOTSTRAP=localhost:9092``);
+  2. a throw-away ``apache/kafka`` container started with testcontainers, when a
+     Docker engine answers;
+  3. otherwise every test here is skipped, with the reason printed.
+
+Fixtures:
+    bootstrap_servers   session-scoped "host:port"
+    admin               session-scoped confluent_kafka AdminClient
+    topic_factory       ``topic_factory(partitions=1) -> name``: creates a unique
+                        topic with ``retention.ms=-1`` (records stamped in the past
+                        must not be deleted by time-based retention); deleted at
+                        the end of the test
+    spark               session-scoped local SparkSession (same settings as tests/)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+import tarfile
+import time
+import uuid
+
+import pytest
+
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+KAFKA_IMAGE = os.environ.get("KAFKASYNC_KAFKA_IMAGE", "apache/kafka:4.0.0")
+NO_BROKER = (
+    "no Kafka broker: set KAFKASYNC_BOOTSTRAP=host:port "
+    "or start a Docker engine (docker compose up -d)"
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.integration)
+
+
+# --------------------------------------------------------------------- broker
+
+
+def _docker_engine_reachable() -> str | None:
+    """None if a Docker engine answers a ping, else why not."""
+    try:
+        import docker
+    except ImportError as exc:  # pragma: no cover - part of the test extra
+        return f"docker SDK not installed ({exc})"
+    try:
+        client = docker.from_env(timeout=5)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        client.ping()
+        return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
+def _wait_for_broker(bootstrap: str, timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=5)
+            if md.brokers:
+                return
+        except Exception as exc:
+            last = exc
+        time.sleep(0.5)
+    raise RuntimeError(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s: {last}")
+
+
+class ApacheKafkaContainer:
+    """Single-node KRaft broker from the official ``apache/kafka`` image.
+
+    testcontainers' own ``KafkaContainer`` drives Confluent images only, so
+    this follows its recipe for the Apache image: the container waits for a
+    start script that we write once the host port mapping is known, so the
+    advertised listener is reachable from the host.
+    """
+
+    PORT = 9092  # client listener, advertised as host:mapped-port
+    START_SCRIPT = "/testcontainers_start.sh"
+
+    def __init__(self, image: str = KAFKA_IMAGE):
+        from testcontainers.core.container import DockerContainer
+
+        self._c = DockerContainer(image)
+        self._c.with_exposed_ports(self.PORT)
+        env = {
+            "CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qk",  # any base64 UUID
+            "KAFKA_NODE_ID": "1",
+            "KAFKA_PROCESS_ROLES": "broker,controller",
+            "KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092,BROKER://0.0.0.0:9093,CONTROLLER://0.0.0.0:9094",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "KAFKA_INTER_BROKER_LISTENER_NAME": "BROKER",
+            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+            "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9094",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+            "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+            "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        }
+        for key, value in env.items():
+            self._c.with_env(key, value)
+        script = self.START_SCRIPT
+        self._c.with_command(f'sh -c "while [ ! -f {script} ]; do sleep 0.1; done; sh {script}"')
+
+    def start(self, timeout: float = 120.0) -> "ApacheKafkaContainer":
+        self._c.start()
+        host = self._c.get_container_host_ip()
+        port = self._c.get_exposed_port(self.PORT)
+        self.bootstrap_servers = f"{host}:{port}"
+        script = (
+            "#!/bin/sh\n"
+            f"export KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://{host}:{port},BROKER://localhost:9093\n"
+            "exec /etc/kafka/docker/run\n"
+        ).encode()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(self.START_SCRIPT.lstrip("/"))
+            info.size = len(script)
+            info.mode = 0o755
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(script))
+        self._c.get_wrapped_container().put_archive("/", buf.getvalue())
+        _wait_for_broker(self.bootstrap_servers, timeout)
+        return self
+
+    def stop(self) -> None:
+        self._c.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers():
+    env = os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip()
+    if env:
+        _wait_for_broker(env, 60)
+        yield env
+        return
+    why_not = _docker_engine_reachable()
+    if why_not is not None:
+        pytest.skip(f"{NO_BROKER} [docker: {why_not}]")
+    container = ApacheKafkaContainer().start()
+    try:
+        yield container.bootstrap_servers
+    finally:
+        container.stop()
+
+
+@pytest.fixture(scope="session")
+def admin(bootstrap_servers):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap_servers})
+
+
+def create_topic(admin, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
+    """Create ``name`` (retention.ms=-1) and wait until its leaders are known."""
+    from confluent_kafka.admin import NewTopic
+
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1,
+                  config={"retention.ms": "-1", "retention.bytes": "-1"})],
+        operation_timeout=timeout,
+    )
+    futures[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tmd = admin.list_topics(timeout=5).topics.get(name)
+        if (tmd is not None and tmd.error is None and len(tmd.partitions) == partitions
+                and all(p.leader >= 0 for p in tmd.partitions.values())):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name} not ready after {timeout}s")
+
+
+@pytest.fixture
+def topic_factory(request, admin):
+    created = []
+
+    def make(partitions: int = 1, *, prefix: str | None = None) -> str:
+        base = prefix or re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80].strip("-.")
+        name = f"kafkasync-it-{base}-{uuid.uuid4().hex[:8]}"
+        create_topic(admin, name, partitions)
+        created.append(name)
+        return name
+
+    yield make
+    if created:
+        for future in admin.delete_topics(created, operation_timeout=30).values():
+            try:
+                future.result(30)
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------------- spark
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkasync-integration")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
