@@ -23,10 +23,11 @@ venv: $(STAMP)
 
 check-tools:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null || { \
-	  echo "error: kafkasync needs Python >= 3.10; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)." >&2; \
-	  echo "       Run e.g. 'make PYTHON=python3.11 $(MAKECMDGOALS)'." >&2; exit 1; }
-	@java -version >/dev/null 2>&1 || { \
-	  echo "error: 'java -version' failed. PySpark needs a Java runtime (17 or 21) on PATH or JAVA_HOME;" >&2; \
+	  v=$$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "not a runnable Python"); \
+	  echo "error: kafkasync needs Python >= 3.10, but PYTHON=$(PYTHON) is $$v." >&2; \
+	  echo "       Run e.g. 'make PYTHON=python3.11 $(or $(MAKECMDGOALS),venv)'." >&2; exit 1; }
+	@{ [ -n "$$JAVA_HOME" ] && "$$JAVA_HOME/bin/java" -version >/dev/null 2>&1; } || java -version >/dev/null 2>&1 || { \
+	  echo "error: 'java -version' failed. PySpark needs a Java runtime (17 or 21) on PATH or in JAVA_HOME;" >&2; \
 	  echo "       e.g. 'apt-get install openjdk-17-jre-headless'." >&2; exit 1; }
 
 $(PY): | check-tools
