@@ -92,10 +92,12 @@ class OffsetReader:
         return result
 
     def resolve(
-        self, spec: OffsetSpec, partitions: list[TopicPartition], *, option: str
+        self, spec: OffsetSpec, partitions: list[TopicPartition], *, option: str,
+        missing: int = EARLIEST,
     ) -> dict[TopicPartition, int]:
         """Concrete offsets for ``earliest``/``latest``/JSON. Partitions a JSON spec leaves out
-        start at the earliest offset (as Spark does for partitions it discovers later)."""
+        get ``missing``: EARLIEST for a start (as Spark does for partitions it discovers
+        later), LATEST for a batch read's end."""
         marks = self.watermarks(partitions)
         if isinstance(spec, str):
             side = 0 if spec == "earliest" else 1
@@ -115,7 +117,7 @@ class OffsetReader:
         resolved = {}
         for tp in partitions:
             low, high = marks[tp]
-            offset = spec.get(tp.topic, {}).get(tp.partition, EARLIEST)
+            offset = spec.get(tp.topic, {}).get(tp.partition, missing)
             if offset == EARLIEST:
                 resolved[tp] = low
             elif offset == LATEST:

@@ -108,8 +108,11 @@ class SourceOptions:
         return self.client_config["bootstrap.servers"]
 
 
-def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Validate Spark's option map. Raises :class:`KafkaSyncOptionError` naming the option."""
+def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> SourceOptions:
+    """Validate Spark's option map. Raises :class:`KafkaSyncOptionError` naming the option.
+
+    ``streaming=None`` skips the checks that depend on the read mode: ``DataSource.schema()``
+    runs for batch and streaming reads alike and cannot tell which one it serves."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = _client_config(lowered)
     unknown = sorted(
@@ -121,12 +124,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
             + ", ".join(sorted(_KNOWN_OPTIONS - {"path"}))
             + " and kafka.* client settings."
         )
-    if not streaming and "max.task.idle.ms" in lowered:
+    if streaming is False and "max.task.idle.ms" in lowered:
         raise KafkaSyncOptionError(
             "Option 'max.task.idle.ms' applies to streaming reads only; a batch read "
             "(spark.read) returns every record between startingOffsets and endingOffsets."
         )
-    if streaming and "endingoffsets" in lowered:
+    if streaming is True and "endingoffsets" in lowered:
         raise KafkaSyncOptionError(
             "Option 'endingOffsets' is for batch reads (spark.read) only; a streaming query "
             "stops at end-of-log with trigger(availableNow=True)."
@@ -135,8 +138,15 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     # (starting at "latest" would read nothing) and ends at "latest".
     starting = _offset_spec(
         lowered, "startingOffsets",
-        allowed=("latest", "earliest") if streaming else ("earliest",),
+        allowed=("latest", "earliest") if streaming is not False else ("earliest",),
     )
+    if streaming is False and isinstance(starting, dict) and any(
+        offset == LATEST for offsets in starting.values() for offset in offsets.values()
+    ):
+        raise KafkaSyncOptionError(
+            "Option 'startingOffsets': -1 (latest) is not allowed for a batch read (it would "
+            "read nothing); use an offset or -2 (earliest)."
+        )
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
     return SourceOptions(
         subscription=_subscription(lowered),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.options import SourceOptions, parse_options
+from kafkasync_source.options import LATEST, SourceOptions, parse_options
 from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
@@ -74,7 +74,9 @@ class KafkaSyncDataSource(DataSource):
 
     def schema(self) -> StructType:
         # Validate here: Spark calls schema() at load(), so bad options fail at query start.
-        return kafka_schema(self._parse(streaming=True).include_headers)
+        # schema() serves spark.read and spark.readStream alike: the checks that depend on
+        # the mode (endingOffsets, max.task.idle.ms, autostop.*) run in reader()/streamReader().
+        return kafka_schema(self._parse(streaming=None).include_headers)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True), schema)
@@ -82,7 +84,7 @@ class KafkaSyncDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaSyncBatchReader(self._parse(streaming=False), schema)
 
-    def _parse(self, *, streaming: bool) -> SourceOptions:
+    def _parse(self, *, streaming: Optional[bool]) -> SourceOptions:
         return parse_options(self.options, streaming=streaming)
 
 
@@ -99,7 +101,9 @@ class KafkaSyncBatchReader(DataSourceReader):
         with OffsetReader(options.client_config) as offsets:
             partitions = offsets.partitions(options.subscription, must_exist=True)
             starts = offsets.resolve(options.starting_offsets, partitions, option="startingOffsets")
-            ends = offsets.resolve(options.ending_offsets, partitions, option="endingOffsets")
+            ends = offsets.resolve(
+                options.ending_offsets, partitions, option="endingOffsets", missing=LATEST
+            )
         for tp in partitions:
             if ends[tp] < starts[tp]:
                 raise ValueError(
