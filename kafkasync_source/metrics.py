@@ -1,0 +1,293 @@
+"""Metrics: what synchronization did, and why a query is waiting.
+
+KIP-353 asks that users be told about enforced processing, because it may process records
+out of timestamp order; KIP-695 is about lag. kafkasync reports through two channels Spark
+already has, so nothing extra needs to run:
+
+* ``progress.sources[i].endOffset`` — the offset JSON (see :mod:`kafkasync_source.offsets`):
+  durable counters (``enforcedProcessingTotal``, ``lateRecordsTotal``), stream time and
+  partition times. They survive restarts because Spark checkpoints them.
+* ``progress.sources[i].latestOffset`` — the live report of the latest planning decision,
+  built by :func:`live_report` and returned from ``reportLatestOffset()`` (PySpark >= 4.2;
+  older versions show ``null`` there and only the durable counters are available): per
+  partition next offset, log end offset, lag, partition time, buffered records and state,
+  plus which partitions hold a batch back and until when.
+
+:class:`KafkaSyncListener` turns both into :class:`SyncMetrics` objects per query.
+
+Partition states: ``ready`` (has buffered records), ``waiting-for-end-offset`` (nothing
+fetched yet and the log end is unknown: waiting for data from the broker),
+``waiting-for-fetch`` (the broker has records the driver has not fetched yet),
+``idle-waiting`` (caught up; waiting for producers until ``idleDeadline``), ``idle`` (caught
+up and the wait is over: batches proceed without it — enforced processing), ``finished``
+(a bounded run reached its stop offset).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from kafkasync_source.planner import NO_TIMESTAMP, Cut, PartitionState, TopicPartition
+
+logger = logging.getLogger(__name__)
+
+REPORT_MARKER = "kafkasync"
+"""Key that marks a ``latestOffset`` report as kafkasync's (other sources are ignored)."""
+
+_UNKNOWN = -1
+
+
+def live_report(
+    cut: Optional[Cut],
+    states: Mapping[TopicPartition, PartitionState],
+    *,
+    group_commit_failures: int,
+) -> dict[str, Any]:
+    """The ``reportLatestOffset()`` payload for the latest planning decision.
+
+    JSON primitives only (Spark's requirement); unknown numbers are -1.
+    """
+    report: dict[str, Any] = {
+        REPORT_MARKER: 1,
+        "batch": bool(cut and cut.has_batch),
+        "enforced": bool(cut and cut.enforced),
+        "givenUp": [_name(tp) for tp in (cut.given_up if cut else ())],
+        "waitingOn": [],
+        "groupCommitFailuresTotal": group_commit_failures,
+        "partitions": {},
+    }
+    if cut is None:
+        return report
+    for tp in sorted(cut.partitions):
+        decision, state = cut.partitions[tp], states[tp]
+        end_offset = _UNKNOWN if state.end_offset is None else state.end_offset
+        entry = {
+            "nextOffset": decision.end,
+            "endOffset": end_offset,
+            "lag": _UNKNOWN if state.end_offset is None else max(0, end_offset - decision.end),
+            "partitionTime": decision.partition_time,
+            "buffered": len(state.offsets) - decision.records,
+            "state": decision.status.value,
+            "idleDeadline": _UNKNOWN if decision.idle_deadline is None else decision.idle_deadline,
+        }
+        report["partitions"].setdefault(tp.topic, {})[str(tp.partition)] = entry
+    for tp, decision in sorted(cut.blocking.items()):
+        report["waitingOn"].append(
+            {
+                "partition": _name(tp),
+                "state": decision.status.value,
+                "until": _UNKNOWN if decision.idle_deadline is None else decision.idle_deadline,
+            }
+        )
+    return report
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """One partition as of the latest planning decision."""
+
+    next_offset: int
+    end_offset: Optional[int]
+    lag: Optional[int]
+    partition_time: int
+    buffered: int
+    state: str
+    idle_deadline: Optional[int]
+
+
+@dataclass(frozen=True)
+class SyncMetrics:
+    """kafkasync's view of one query after a progress event."""
+
+    query_id: str
+    batch_id: int
+    enforced_processing_total: int
+    enforced_processing: int
+    """Enforced batches since the previous update of this query."""
+    enforced_processing_rate: float
+    """Enforced batches per second over the interval since the previous progress event."""
+    late_records_total: int
+    late_records: int
+    """Records of this batch emitted below the stream time already reached."""
+    stream_time: int
+    partitions: dict[TopicPartition, PartitionMetrics]
+    """Empty when the PySpark version does not report live state (< 4.2)."""
+    waiting_on: tuple[tuple[TopicPartition, str, Optional[int]], ...]
+    """Partitions holding the next batch back: (partition, state, idle deadline ms)."""
+    given_up: tuple[TopicPartition, ...]
+    """Idle partitions the latest batch proceeded without (enforced processing)."""
+
+
+def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The kafkasync parts of one ``progress["sources"][i]``; None for any other source."""
+    end = _json(source.get("endOffset"))
+    if not isinstance(end, dict) or "enforcedProcessingTotal" not in end or "topics" not in end:
+        return None
+    start = _json(source.get("startOffset"))
+    latest = _json(source.get("latestOffset"))
+    return {
+        "start": start if isinstance(start, dict) else {},
+        "end": end,
+        "latest": latest if isinstance(latest, dict) and latest.get(REPORT_MARKER) else None,
+    }
+
+
+def metrics_from_progress(
+    progress: Mapping[str, Any], previous: Optional[SyncMetrics], interval_s: float
+) -> list[SyncMetrics]:
+    """One :class:`SyncMetrics` per kafkasync source in a progress JSON dict."""
+    found = []
+    for source in progress.get("sources", []):
+        parsed = parse_source_progress(source)
+        if parsed is None:
+            continue
+        end, start, latest = parsed["end"], parsed["start"], parsed["latest"] or {}
+        enforced_total = int(end.get("enforcedProcessingTotal", 0))
+        late_total = int(end.get("lateRecordsTotal", 0))
+        enforced_before = (
+            previous.enforced_processing_total if previous is not None
+            else int(start.get("enforcedProcessingTotal", enforced_total))
+        )
+        found.append(
+            SyncMetrics(
+                query_id=str(progress.get("id")),
+                batch_id=int(progress.get("batchId", -1)),
+                enforced_processing_total=enforced_total,
+                enforced_processing=enforced_total - enforced_before,
+                enforced_processing_rate=(
+                    (enforced_total - enforced_before) / interval_s if interval_s > 0 else 0.0
+                ),
+                late_records_total=late_total,
+                late_records=late_total - int(start.get("lateRecordsTotal", late_total)),
+                stream_time=int(end.get("streamTime", NO_TIMESTAMP)),
+                partitions=_partitions(latest),
+                waiting_on=tuple(
+                    (_parse_name(w["partition"]), w["state"], None if w["until"] < 0 else w["until"])
+                    for w in latest.get("waitingOn", [])
+                ),
+                given_up=tuple(_parse_name(name) for name in latest.get("givenUp", [])),
+            )
+        )
+    return found
+
+
+class KafkaSyncListener(StreamingQueryListener):
+    """Collects kafkasync metrics of every query in the session.
+
+    ``spark.streams.addListener(listener)``; then ``listener.latest(query.id)`` returns the
+    newest :class:`SyncMetrics` (or None). ``on_update(metrics)`` is called for each update.
+    When a batch was cut by enforced processing, one concise warning names the partitions
+    it gave up waiting for. Sources other than kafkasync in the same query are ignored.
+
+    While a query waits (no batch), Spark 4 tells listeners only that it is idle; the
+    listener then reads the query's ``lastProgress``, whose latestOffset says which
+    partitions hold the batch back and why (``SyncMetrics.waiting_on``). That needs the
+    session (``spark``, default: the active one); Spark emits these no-data progress
+    updates every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s by default).
+    """
+
+    def __init__(
+        self,
+        on_update: Optional[Callable[[SyncMetrics], None]] = None,
+        spark: Optional[SparkSession] = None,
+    ) -> None:
+        self._on_update = on_update
+        self._spark = spark
+        self._lock = threading.Lock()
+        self._latest: dict[str, SyncMetrics] = {}
+        self._last_seen_ms: dict[str, float] = {}
+
+    def latest(self, query_id: Any) -> Optional[SyncMetrics]:
+        with self._lock:
+            return self._latest.get(str(query_id))
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        spark = self._spark or SparkSession.getActiveSession()
+        query = spark.streams.get(str(event.id)) if spark is not None else None
+        progress = query.lastProgress if query is not None else None
+        if progress:
+            self._update(dict(progress))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        self._update(json.loads(event.progress.json))
+
+    def _update(self, progress: dict[str, Any]) -> None:
+        query_id = str(progress.get("id"))
+        now_ms = _timestamp_ms(progress.get("timestamp"))
+        with self._lock:
+            previous = self._latest.get(query_id)
+            last_ms = self._last_seen_ms.get(query_id)
+            interval_s = (
+                (now_ms - last_ms) / 1000 if last_ms is not None and now_ms > last_ms
+                else progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+            )
+            updates = metrics_from_progress(progress, previous, interval_s)
+            if updates:
+                self._latest[query_id] = updates[-1]
+                self._last_seen_ms[query_id] = now_ms
+        for metrics in updates:
+            if metrics.enforced_processing > 0:
+                logger.warning(
+                    "kafkasync query %s batch %d: enforced processing, gave up waiting for idle "
+                    "partition(s) %s; records they receive later may be behind stream time "
+                    "(max.task.idle.ms).",
+                    metrics.query_id, metrics.batch_id,
+                    ", ".join(_name(tp) for tp in metrics.given_up) or "(not reported)",
+                )
+            if self._on_update is not None:
+                self._on_update(metrics)
+
+
+def _partitions(latest: Mapping[str, Any]) -> dict[TopicPartition, PartitionMetrics]:
+    result = {}
+    for topic, entries in latest.get("partitions", {}).items():
+        for partition, entry in entries.items():
+            result[TopicPartition(topic, int(partition))] = PartitionMetrics(
+                next_offset=entry["nextOffset"],
+                end_offset=None if entry["endOffset"] < 0 else entry["endOffset"],
+                lag=None if entry["lag"] < 0 else entry["lag"],
+                partition_time=entry["partitionTime"],
+                buffered=entry["buffered"],
+                state=entry["state"],
+                idle_deadline=None if entry["idleDeadline"] < 0 else entry["idleDeadline"],
+            )
+    return result
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def _timestamp_ms(value: Any) -> float:
+    from datetime import datetime
+
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def _parse_name(name: str) -> TopicPartition:
+    topic, _, partition = name.rpartition("-")
+    return TopicPartition(topic, int(partition))

@@ -1,0 +1,201 @@
+"""Observability: live report, progress parsing, the listener, consumer-group commits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafkasync_source.metrics import KafkaSyncListener, live_report, metrics_from_progress
+from kafkasync_source.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
+from kafkasync_source.source import register
+from kafkasync_source.testing import Record
+
+BASE_TS = 1_700_000_000_000
+A, B = TopicPartition("a", 0), TopicPartition("b", 0)
+
+
+def state(offsets, timestamps, *, start=0, position=None, end_offset=None):
+    offsets = np.array(offsets, dtype=np.int64)
+    return PartitionState(
+        start=start, offsets=offsets, timestamps=np.array(timestamps, dtype=np.int64),
+        position=position if position is not None else (int(offsets[-1]) + 1 if len(offsets) else start),
+        end_offset=end_offset,
+    )
+
+
+def test_live_report_says_which_partition_holds_the_batch_and_until_when():
+    states = {A: state([0, 1, 2], [10, 20, 30], end_offset=8), B: state([], [], start=5, end_offset=5)}
+    cut = plan_batch(states, now_ms=1_000, max_task_idle_ms=500, idle_since={})
+    report = live_report(cut, states, group_commit_failures=2)
+    assert report["batch"] is False
+    assert report["waitingOn"] == [{"partition": "b-0", "state": "idle-waiting", "until": 1_500}]
+    assert report["partitions"]["a"]["0"] == {
+        "nextOffset": 0, "endOffset": 8, "lag": 8, "partitionTime": -1, "buffered": 3,
+        "state": "ready", "idleDeadline": -1,
+    }
+    assert report["groupCommitFailuresTotal"] == 2
+    json.dumps(report)  # Spark needs plain JSON values
+
+    later = plan_batch(states, now_ms=1_600, max_task_idle_ms=500, idle_since=cut.idle_since)
+    enforced = live_report(later, states, group_commit_failures=0)
+    assert enforced["batch"] and enforced["enforced"] and enforced["givenUp"] == ["b-0"]
+    assert enforced["partitions"]["a"]["0"]["buffered"] == 0
+
+
+def progress(batch_id, start, end, latest, *, sources_before=()):
+    source = {"description": "kafkasync", "startOffset": json.dumps(start),
+              "endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}
+    return {"id": "q1", "batchId": batch_id, "timestamp": "2026-11-21T10:00:00.000Z",
+            "sources": [*sources_before, source]}
+
+
+def test_metrics_from_progress_computes_deltas_and_ignores_other_sources():
+    start = SyncOffset({A: PartitionOffset(0)}, enforced_processing_total=2, late_records_total=5).to_json()
+    end = SyncOffset({A: PartitionOffset(9, BASE_TS)}, stream_time=BASE_TS,
+                     enforced_processing_total=3, late_records_total=7).to_json()
+    states = {A: state([0], [1], end_offset=1), B: state([], [], end_offset=0)}
+    latest = live_report(plan_batch(states, now_ms=0, max_task_idle_ms=0, idle_since={}), states,
+                         group_commit_failures=0)
+    rate_source = {"description": "RateStreamV2", "startOffset": "1", "endOffset": "2", "latestOffset": "2"}
+    [metrics] = metrics_from_progress(progress(4, start, end, latest, sources_before=[rate_source]),
+                                      previous=None, interval_s=2.0)
+    assert (metrics.batch_id, metrics.enforced_processing_total, metrics.enforced_processing) == (4, 3, 1)
+    assert metrics.enforced_processing_rate == pytest.approx(0.5)
+    assert (metrics.late_records_total, metrics.late_records) == (7, 2)
+    assert metrics.stream_time == BASE_TS
+    assert metrics.given_up == (B,)
+    assert metrics.partitions[B].state == "idle" and metrics.partitions[A].lag == 0
+
+
+def test_listener_warns_once_per_enforced_update_and_calls_back(caplog):
+    updates = []
+    listener = KafkaSyncListener(on_update=updates.append)
+    start = SyncOffset({A: PartitionOffset(0)}).to_json()
+    end = SyncOffset({A: PartitionOffset(3)}, enforced_processing_total=1).to_json()
+    latest = {"kafkasync": 1, "givenUp": ["b-0"], "waitingOn": [], "partitions": {}}
+
+    class Event:
+        def __init__(self, payload):
+            self.progress = type("P", (), {"json": json.dumps(payload)})()
+
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics"):
+        listener.onQueryProgress(Event(progress(1, start, end, latest)))
+        listener.onQueryProgress(Event(progress(2, end, end, {**latest, "givenUp": []})))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "b-0" in warnings[0] and "enforced processing" in warnings[0]
+    assert [u.batch_id for u in updates] == [1, 2]
+    assert listener.latest("q1").enforced_processing == 0
+
+
+# ----------------------------------------------------------------- end to end (embedded Kafka)
+
+
+@pytest.fixture
+def listener(spark):
+    register(spark)
+    listener = KafkaSyncListener()
+    spark.streams.addListener(listener)
+    previous = spark.conf.get("spark.sql.streaming.noDataProgressEventInterval")
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "500")
+    yield listener
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", previous)
+    spark.streams.removeListener(listener)
+
+
+def start_query(spark, bootstrap, topic, checkpoint, **options):
+    reader = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return (reader.load().writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def wait_for(query, condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise query.exception()
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def test_listener_reports_enforcement_lag_partition_time_and_group_commits(
+    spark, kafka_cluster, topic_factory, tmp_path, listener, caplog
+):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(20)])
+    group = f"monitor-{topic}"
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics"):
+        query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp",
+                            **{"kafka.group.id": group})
+        try:
+            metrics = wait_for(query, lambda: (m := listener.latest(query.id)) and
+                               m.partitions.get(TopicPartition(topic, 0)) and
+                               m.partitions[TopicPartition(topic, 0)].next_offset == 20 and m)
+            wait_for(query, lambda: any("enforced processing" in r.getMessage() for r in caplog.records))
+            time.sleep(1.0)  # a no-data trigger passes the finished batch's end to latestOffset
+        finally:
+            query.stop()
+    assert metrics.enforced_processing_total >= 1
+    assert TopicPartition(topic, 1) in metrics.given_up
+    p0, p1 = metrics.partitions[TopicPartition(topic, 0)], metrics.partitions[TopicPartition(topic, 1)]
+    assert (p0.end_offset, p0.lag, p0.partition_time, p0.buffered) == (20, 0, BASE_TS + 19, 0)
+    assert (p1.end_offset, p1.lag, p1.state) == (0, 0, "idle")
+    assert any(f"{topic}-1" in r.getMessage() for r in caplog.records)
+
+    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": group})
+    try:
+        committed = consumer.committed([KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)],
+                                       timeout=10)
+    finally:
+        consumer.close()
+    assert [(c.offset, json.loads(c.metadata)["partitionTime"]) for c in committed] == [
+        (20, BASE_TS + 19), (0, -1)
+    ]
+
+
+def test_wait_forever_never_enforces_and_shows_why_it_waits(spark, kafka_cluster, topic_factory,
+                                                            tmp_path, listener):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(5)])
+    query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp",
+                        **{"max.task.idle.ms": WAIT_FOREVER})
+    try:
+        metrics = wait_for(query, lambda: (m := listener.latest(query.id)) and m.waiting_on and
+                           m.waiting_on[0][1] == "idle-waiting" and m)
+    finally:
+        query.stop()
+    assert metrics.enforced_processing_total == 0
+    assert [(tp, state) for tp, state, _ in metrics.waiting_on] == [(TopicPartition(topic, 1), "idle-waiting")]
+    assert metrics.partitions[TopicPartition(topic, 0)].buffered == 5
+
+
+def test_counters_survive_a_restart(spark, kafka_cluster, topic_factory, tmp_path, listener):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(5)])
+    query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp")
+    try:
+        before = wait_for(query, lambda: (m := listener.latest(query.id)) and m.enforced_processing_total >= 1 and m)
+    finally:
+        query.stop()
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 100 + i, None, b"v") for i in range(5)])
+    again = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp")
+    try:
+        after = wait_for(again, lambda: (m := listener.latest(again.id)) and
+                         m.partitions.get(TopicPartition(topic, 0)) and
+                         m.partitions[TopicPartition(topic, 0)].next_offset == 10 and m)
+    finally:
+        again.stop()
+    assert after.enforced_processing_total > before.enforced_processing_total
+    assert after.partitions[TopicPartition(topic, 0)].partition_time == BASE_TS + 104
