@@ -37,13 +37,15 @@ _KNOWN_OPTIONS = {
     "maxrecordsperpartition",
     "kafkaconsumer.polltimeoutms",
     "partitiondiscoveryintervalms",
+    "autostop.offsets",
+    "autostop.key",
+    "autostop.topic",
     "path",  # Spark may pass an empty "path" through DataFrameReader.load()
 }
 
 # Client settings kafkasync owns: letting users set them would break exactly-once reads
 # (Spark's Kafka source refuses the same ones).
 _FORBIDDEN_CLIENT_SETTINGS = {
-    "group.id": "kafkasync assigns partitions itself and keeps offsets in Spark's checkpoint",
     "auto.offset.reset": "use the option 'startingOffsets' instead",
     "enable.auto.commit": "offsets live in Spark's checkpoint; kafkasync never auto-commits",
     "key.deserializer": "records are always returned as binary key/value columns",
@@ -61,6 +63,13 @@ DEFAULT_BUFFERED_RECORDS_PER_PARTITION = 10_000
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
+
+AUTOSTOP_TRANSIENT = "transient"
+"""``autostop.offsets`` default: Trigger.AvailableNow captures its stop offsets on every start."""
+AUTOSTOP_DURABLE = "durable"
+"""``autostop.offsets=durable``: stop offsets survive failure restarts (KIP-95)."""
+DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class KafkaSyncOptionError(ValueError):
@@ -93,6 +102,8 @@ class SourceOptions:
 
     subscription: Subscription
     client_config: dict[str, str] = field(repr=False)
+    commit_group_id: Optional[str] = None
+    """``kafka.group.id``: commit processed offsets to this group, for monitoring only."""
     starting_offsets: OffsetSpec = "latest"
     ending_offsets: OffsetSpec = "latest"
     fail_on_data_loss: bool = True
@@ -102,6 +113,12 @@ class SourceOptions:
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
+    autostop_offsets: str = AUTOSTOP_TRANSIENT
+    """Trigger.AvailableNow stop offsets: ``transient`` or ``durable`` (see autostop.py)."""
+    autostop_key: Optional[str] = None
+    """Names the bounded run whose stop offsets are stored (``durable`` only)."""
+    autostop_topic: str = DEFAULT_AUTOSTOP_TOPIC
+    """Compacted Kafka topic holding durable stop offsets."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -115,6 +132,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     runs for batch and streaming reads alike and cannot tell which one it serves."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = _client_config(lowered)
+    commit_group_id = client_config.pop("group.id", None)
+    if commit_group_id is not None and not commit_group_id.strip():
+        raise KafkaSyncOptionError("Option 'kafka.group.id' must not be empty.")
     unknown = sorted(
         key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
     )
@@ -148,9 +168,11 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             "read nothing); use an offset or -2 (earliest)."
         )
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
+    autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     return SourceOptions(
         subscription=_subscription(lowered),
         client_config=client_config,
+        commit_group_id=commit_group_id,
         starting_offsets=starting,
         ending_offsets=ending,
         fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
@@ -171,6 +193,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             lowered, "partitiondiscoveryintervalms", DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS,
             display="partitionDiscoveryIntervalMs",
         ),
+        autostop_offsets=autostop_offsets,
+        autostop_key=autostop_key,
+        autostop_topic=autostop_topic,
     )
 
 
@@ -279,6 +304,46 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
                     f"Option 'endingOffsets': -2 (earliest) is not allowed ({topic}-{partition})."
                 )
     return spec
+
+
+def _autostop(lowered: Mapping[str, str], streaming: Optional[bool]) -> tuple[str, Optional[str], str]:
+    """``autostop.offsets`` / ``autostop.key`` / ``autostop.topic`` (Trigger.AvailableNow)."""
+    given = sorted(key for key in lowered if key.startswith("autostop."))
+    if streaming is False and given:
+        raise KafkaSyncOptionError(
+            f"Option '{given[0]}' applies to streaming queries run with "
+            "trigger(availableNow=True) only; a batch read stops at endingOffsets."
+        )
+    mode = lowered.get("autostop.offsets", AUTOSTOP_TRANSIENT).strip().lower()
+    if mode not in (AUTOSTOP_TRANSIENT, AUTOSTOP_DURABLE):
+        raise KafkaSyncOptionError(
+            f"Option 'autostop.offsets' must be '{AUTOSTOP_TRANSIENT}' (default: every "
+            f"Trigger.AvailableNow start captures new stop offsets, as Spark does) or "
+            f"'{AUTOSTOP_DURABLE}' (a restart after a failure keeps the first start's stop "
+            f"offsets); got {lowered['autostop.offsets']!r}."
+        )
+    key = lowered.get("autostop.key")
+    topic = lowered.get("autostop.topic", DEFAULT_AUTOSTOP_TOPIC).strip()
+    if mode == AUTOSTOP_TRANSIENT:
+        extra = [name for name in ("autostop.key", "autostop.topic") if name in lowered]
+        if extra:
+            raise KafkaSyncOptionError(
+                f"Option '{extra[0]}' only applies with autostop.offsets={AUTOSTOP_DURABLE}."
+            )
+        return mode, None, topic
+    if key is None or not key.strip():
+        raise KafkaSyncOptionError(
+            f"Option 'autostop.key' is required with autostop.offsets={AUTOSTOP_DURABLE}: a "
+            "name for this query's bounded runs, unique per checkpoint (e.g. the query name)."
+        )
+    if len(key.strip()) > 1000:
+        raise KafkaSyncOptionError("Option 'autostop.key' must be at most 1000 characters.")
+    if not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+        raise KafkaSyncOptionError(
+            "Option 'autostop.topic' must be a Kafka topic name (1-249 characters of "
+            f"A-Z a-z 0-9 . _ -); got {topic!r}."
+        )
+    return mode, key.strip(), topic
 
 
 def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) -> bool:

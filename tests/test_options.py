@@ -101,7 +101,7 @@ def test_ending_offsets_are_for_batch_reads_only():
         parse(streaming=False, **{"max.task.idle.ms": "5"})
 
 
-@pytest.mark.parametrize("name", ["group.id", "auto.offset.reset", "enable.auto.commit",
+@pytest.mark.parametrize("name", ["auto.offset.reset", "enable.auto.commit",
                                   "enable.partition.eof"])
 def test_client_settings_kafkasync_owns_are_refused(name):
     with pytest.raises(KafkaSyncOptionError, match=f"'kafka.{name}' is not supported"):
