@@ -26,6 +26,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafkasync_source.fetcher import DriverFetcher
+from kafkasync_source.group_commit import GroupCommitter
+from kafkasync_source.metrics import live_report
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import SourceOptions
@@ -52,6 +54,10 @@ class SyncDriver:
             fail_on_data_loss=options.fail_on_data_loss,
         )
         self._offset_reader = OffsetReader(options.client_config)
+        self._group_committer = (
+            GroupCommitter(options.client_config, options.commit_group_id)
+            if options.commit_group_id else None
+        )
         self._idle_since: dict[TopicPartition, int] = {}
         self._next_discovery_ms = clock() + options.partition_discovery_interval_ms
         self.last_cut: Optional[Cut] = None
@@ -60,6 +66,17 @@ class SyncDriver:
     def close(self) -> None:
         self._fetcher.close()
         self._offset_reader.close()
+        if self._group_committer is not None:
+            self._group_committer.close()
+
+    def report(self) -> dict:
+        """Live state of the latest planning decision, for ``reportLatestOffset``."""
+        failures = self._group_committer.failures if self._group_committer else 0
+        return live_report(self.last_cut, self.last_states, group_commit_failures=failures)
+
+    def commit(self, processed: SyncOffset) -> None:
+        if self._group_committer is not None:
+            self._group_committer.commit(processed)
 
     def initial_offset(self) -> SyncOffset:
         partitions = self._offset_reader.partitions(self._options.subscription, must_exist=True)
@@ -70,6 +87,9 @@ class SyncDriver:
 
     def next_offset(self, start: SyncOffset) -> SyncOffset:
         """The end offset of the next batch, or ``start`` itself when nothing is processable."""
+        # Spark asks for the next batch only once the one ending at ``start`` is complete, and
+        # calls commit() for it only when it constructs the next one: keep the group current.
+        self.commit(start)
         discovered = self._discover_new_partitions(start)
         if discovered:
             # New partitions enter the offsets through a batch of their own, so every later
@@ -89,7 +109,7 @@ class SyncDriver:
         if not cut.has_batch:
             return start
         if cut.enforced:
-            logger.warning(
+            logger.info(
                 "kafkasync: enforced processing — gave up waiting for idle partition(s) %s "
                 "(max.task.idle.ms=%d); records they receive later may be behind stream time.",
                 ", ".join(f"{tp.topic}-{tp.partition}" for tp in cut.given_up),
@@ -189,8 +209,15 @@ class KafkaSyncStreamReader(DataSourceStreamReader):
         assert isinstance(partition, KafkaRange)
         return RangeReader.from_options(self._options, self._schema).read(partition)
 
+    def reportLatestOffset(self) -> Optional[dict]:
+        """Live per-partition state (PySpark >= 4.2 shows it as the progress' latestOffset)."""
+        return None if self._driver is None else self._driver.report()
+
     def commit(self, end: dict) -> None:
-        """Spark's checkpoint is the source of truth; nothing to release on the driver."""
+        """Spark finished the batch ending at ``end``; with ``kafka.group.id`` set, tell the
+        consumer group (monitoring only: Spark's checkpoint stays the source of truth)."""
+        if self._options.commit_group_id:
+            self._sync_driver().commit(SyncOffset.from_json(end))
 
     def stop(self) -> None:
         if self._driver is not None:
