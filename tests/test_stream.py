@@ -50,6 +50,10 @@ class CapturedQuery:
     def records(self) -> list[tuple]:
         return [row for batch in self.batches.values() for row in batch]
 
+    def wait_for_progress(self, batches_with_data: int = 1, timeout=60.0):
+        self.wait(lambda q: sum(1 for b in q.end_offsets() if q.batches.get(b)) >= batches_with_data,
+                  timeout)
+
     def wait(self, condition, timeout=60.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -62,11 +66,12 @@ class CapturedQuery:
 
     def stop(self):
         self.query.stop()
-        self.progress = [json.loads(p.json) for p in self.query.recentProgress]
 
     def end_offsets(self) -> dict[int, dict]:
-        """batch id -> the kafkasync end offset Spark logged for it."""
-        ends = {p["batchId"]: p["sources"][0]["endOffset"] for p in self.progress}
+        """batch id -> the kafkasync end offset Spark logged for it (a batch's progress is
+        reported after its sink ran: wait for it with ``wait_for_progress``)."""
+        progress = [json.loads(p.json) for p in self.query.recentProgress]
+        ends = {p["batchId"]: p["sources"][0]["endOffset"] for p in progress}
         return {batch: json.loads(end) if isinstance(end, str) else end for batch, end in ends.items()}
 
 
@@ -92,6 +97,7 @@ def test_batches_are_aligned_across_topics_and_partitions(spark, kafka_cluster, 
                                                                "buffered.records.per.partition": 60})
     try:
         query.wait(lambda q: len(q.records()) >= total)
+        query.wait_for_progress(len([b for b in query.batches.values() if b]))
     finally:
         query.stop()
 
@@ -121,6 +127,7 @@ def test_idle_partition_blocks_until_max_task_idle_ms_then_enforces(
                           subscribe=topic, **{"max.task.idle.ms": 3000})
     try:
         query.wait(lambda q: len(q.records()) == 10)
+        query.wait_for_progress()
     finally:
         query.stop()
     assert query.first_data_at - query.started >= 3.0
@@ -141,6 +148,7 @@ def test_wait_forever_never_enforces_and_proceeds_once_data_arrives(
         assert query.records() == [], "an idle partition must hold the batch back"
         kafka_cluster.produce(topic, [Record(1, BASE_TS + 5, None, b"late-producer")])
         query.wait(lambda q: len(q.records()) >= 7)
+        query.wait_for_progress()
     finally:
         query.stop()
     # Stream time is min(9, 5) = 5: partition 0 contributes its records up to ts 5.
@@ -156,6 +164,7 @@ def test_never_wait_takes_everything_without_enforcement(spark, kafka_cluster, t
                           subscribe=topic, **{"max.task.idle.ms": -1})
     try:
         query.wait(lambda q: len(q.records()) == 10, timeout=30)
+        query.wait_for_progress()
     finally:
         query.stop()
     assert all(end["enforcedProcessingTotal"] == 0 for end in query.end_offsets().values())
@@ -172,6 +181,7 @@ def test_partition_with_unfetched_data_blocks_instead_of_enforcing(spark, fresh_
                           subscribe="lagging", **{"max.task.idle.ms": 0})
     try:
         query.wait(lambda q: len(q.records()) == 40)
+        query.wait_for_progress(len([b for b in query.batches.values() if b]))
     finally:
         query.stop()
     first = query.batches[min(b for b, rows in query.batches.items() if rows)]
