@@ -1,1 +1,9 @@
-"""kafkasync: event-time-synchronized Kafka micro-batches for PySpark."""
+"""kafkasync: event-time-synchronized Kafka micro-batches for PySpark.
+
+``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
+"""
+
+from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
+from kafkasync_source.source import KafkaSyncDataSource, register
+
+__all__ = ["KafkaSyncDataSource", "KafkaSyncListener", "PartitionMetrics", "SyncMetrics", "register"]
