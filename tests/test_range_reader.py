@@ -78,3 +78,43 @@ def test_missing_records_fail_with_the_partition_and_offsets(kafka_cluster, topi
         read_rows(reader, KafkaRange(topic, 0, 0, 9))
     lenient = reader_for(kafka_cluster, topic, failOnDataLoss="false")
     assert [r["offset"] for r in read_rows(lenient, KafkaRange(topic, 0, 0, 9))] == [0, 1, 2]
+
+
+class _Message:
+    """A consumed record as confluent-kafka hands it over (only what the column builder reads)."""
+
+    def __init__(self, offset, kind, timestamp):
+        self._offset, self._timestamp = offset, (kind, timestamp)
+
+    def key(self):
+        return None
+
+    def value(self):
+        return b"v"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset
+
+    def timestamp(self):
+        return self._timestamp
+
+    def headers(self):
+        return None
+
+
+def test_records_without_timestamp_get_null_and_spark_type_minus_one():
+    from kafkasync_source.range_reader import _Columns
+    from kafkasync_source.schema import arrow_schema
+
+    schema = arrow_schema(kafka_schema(include_headers=True))
+    columns = _Columns("t", include_headers=True)
+    # confluent-kafka kinds: 0 not available, 1 CreateTime, 2 LogAppendTime
+    columns.extend([_Message(0, 0, -1), _Message(1, 1, BASE_TS), _Message(2, 2, BASE_TS + 1)])
+    rows = columns.to_batch(schema).to_pylist()
+    assert [r["timestampType"] for r in rows] == [-1, 0, 1]
+    assert rows[0]["timestamp"] is None
+    assert [int(r["timestamp"].timestamp() * 1000) for r in rows[1:]] == [BASE_TS, BASE_TS + 1]
+    assert rows[0]["headers"] == []
