@@ -221,22 +221,13 @@ def topic_factory(request, admin):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from pyspark.sql import SparkSession
+    from kafkasync_source.testing.spark import local_spark_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkasync-integration")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
+    session = local_spark_session(
+        "kafkasync-integration",
+        str(tmp_path_factory.mktemp("spark-warehouse")),
+        {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"},
     )
-    session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:

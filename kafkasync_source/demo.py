@@ -281,33 +281,22 @@ class RunResult:
 
 def _spark_session(log_path: str):
     """One local SparkSession; the JVM's (and its Python workers') stderr goes to log_path."""
-    from pyspark.sql import SparkSession
+    from kafkasync_source.testing.spark import local_spark_session
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     sys.stderr.flush()
     saved = os.dup(2)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 2)  # the JVM inherits fd 2: keep its start-up chatter out of the demo
     try:
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("kafkasync-demo")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.sql.warehouse.dir", os.path.join(os.path.dirname(log_path), "warehouse"))
-            .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
-            # Only batches that read data: no extra batches just to advance the watermark.
-            .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-            .getOrCreate()
+        spark = local_spark_session(
+            "kafkasync-demo",
+            os.path.join(os.path.dirname(log_path), "warehouse"),
+            {
+                "spark.sql.streaming.numRecentProgressUpdates": "1000",
+                # Only batches that read data: no extra batches just to advance the watermark.
+                "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+            },
         )
-        spark.sparkContext.setLogLevel("ERROR")
     finally:
         os.dup2(saved, 2)
         os.close(saved)

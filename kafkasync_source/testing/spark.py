@@ -1,0 +1,37 @@
+"""A small local SparkSession for tests, the demo and benchmarks (one way to build it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping, Optional
+
+
+def local_spark_session(app_name: str, warehouse_dir: str, conf: Optional[Mapping[str, str]] = None):
+    """``local[2]``, UI off, two shuffle partitions, UTC, bound to loopback, quiet logs.
+
+    Spark's Python workers must run this interpreter (a virtualenv's workers otherwise fail
+    to connect back), so the worker variables are set before the JVM starts.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", warehouse_dir)
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
