@@ -130,19 +130,19 @@ class DriverFetcher:
                     reassign = True
             for tp in set(self._buffers) - set(starts):
                 del self._buffers[tp]
-            if reassign:
-                self._assign_at_positions()
-            self._apply_flow_control()
+            self._apply_flow_control(reassign=reassign)
         self._has_work.set()
 
     def _assign_at_positions(self) -> None:
         """(Re)start fetching every partition at its buffer's position. Messages a consume
         call already returned under the previous assignment are dropped (generation)."""
         self._generation += 1
-        self._consumer.assign(
-            [KafkaTopicPartition(tp.topic, tp.partition, b.position) for tp, b in self._buffers.items()]
-        )
-        # librdkafka keeps a partition's pause flag across assign(): set both ways explicitly.
+        # librdkafka keeps a partition's pause flag across assign(): set both ways explicitly,
+        # and *before* assign(). A pause() or resume() right after assign() can outdate the
+        # assignment's pending fetch start (it bumps the partition's op version before the
+        # start is served), which leaves the partition stopped for good: librdkafka logs "Not
+        # resuming stopped ..." and "received outdated op FETCH_START", and no record of it
+        # ever arrives again (librdkafka #5591; reproduced here under bench load).
         paused, fetching = [], []
         for tp, buffer in self._buffers.items():
             buffer.overflowed = False
@@ -151,6 +151,9 @@ class DriverFetcher:
             self._consumer.pause(paused)
         if fetching:
             self._consumer.resume(fetching)
+        self._consumer.assign(
+            [KafkaTopicPartition(tp.topic, tp.partition, b.position) for tp, b in self._buffers.items()]
+        )
 
     def snapshot(self, partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, PartitionState]:
         """What the planner needs of every partition, copied under the lock."""
@@ -190,8 +193,11 @@ class DriverFetcher:
             with self._lock:
                 generation = self._generation
                 idle = not self._buffers or all(b.paused for b in self._buffers.values())
+                if idle:
+                    # Under the lock: a resume (always made under the lock) sets the event
+                    # after this clear(), so its wake-up cannot be lost.
+                    self._has_work.clear()
             if idle:
-                self._has_work.clear()
                 continue
             try:
                 messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
@@ -239,10 +245,12 @@ class DriverFetcher:
             else:
                 logger.debug("kafkasync fetcher: transient error %s", error.str())
 
-    def _apply_flow_control(self) -> None:
-        """Pause full partitions; resume them once drained below half (hysteresis)."""
+    def _apply_flow_control(self, reassign: bool = False) -> None:
+        """Pause full partitions; resume them once drained below half (hysteresis).
+        With ``reassign`` (or when a resumed partition discarded records) every partition is
+        re-assigned at its position, with its pause flag set before the assignment."""
         resume_below = max(1, self._buffer_limit // 2)
-        to_pause, to_resume, reseek = [], [], False
+        to_pause, to_resume, reseek = [], [], reassign
         for tp, buffer in self._buffers.items():
             if not buffer.paused and len(buffer) >= self._buffer_limit:
                 buffer.paused = True
@@ -251,13 +259,15 @@ class DriverFetcher:
                 buffer.paused = False
                 reseek = reseek or buffer.overflowed
                 to_resume.append(KafkaTopicPartition(tp.topic, tp.partition))
-        if to_pause:
-            self._consumer.pause(to_pause)
         if reseek:
             # librdkafka would resume after the last record it handed out, past the ones
-            # discarded here; restart from the buffers' own positions instead.
+            # discarded here; restart from the buffers' own positions instead. This also
+            # applies the pauses, before the assignment (see _assign_at_positions).
             self._assign_at_positions()
-        elif to_resume:
-            self._consumer.resume(to_resume)
+        else:
+            if to_pause:
+                self._consumer.pause(to_pause)
+            if to_resume:
+                self._consumer.resume(to_resume)
         if to_resume:
             self._has_work.set()
