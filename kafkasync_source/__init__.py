@@ -3,7 +3,16 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
+from kafkasync_source.autostop import read_stop_offsets, reset_stop_offsets
 from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
 from kafkasync_source.source import KafkaSyncDataSource, register
 
-__all__ = ["KafkaSyncDataSource", "KafkaSyncListener", "PartitionMetrics", "SyncMetrics", "register"]
+__all__ = [
+    "KafkaSyncDataSource",
+    "KafkaSyncListener",
+    "PartitionMetrics",
+    "SyncMetrics",
+    "read_stop_offsets",
+    "register",
+    "reset_stop_offsets",
+]

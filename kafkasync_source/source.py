@@ -44,8 +44,22 @@ class KafkaSyncDataSource(DataSource):
     buffered.records.per.partition    10000      driver buffer bound per partition (also the
                                                  most a partition adds to one batch)
     maxRecordsPerPartition            200000     split larger ranges across Spark tasks
-    kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long
-    partitionDiscoveryIntervalMs      10000      how often to look for new partitions
+    kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long;
+                                                 AvailableNow: fail if the driver cannot fetch
+                                                 records below the stop offsets this long
+    partitionDiscoveryIntervalMs      10000      how often to look for new partitions (not
+                                                 during an AvailableNow run: partitions created
+                                                 during a run are read by the next run)
+    autostop.offsets                  transient  trigger(availableNow=True) stop offsets:
+                                                 ``transient`` captures them on every start
+                                                 (Spark's behaviour); ``durable`` stores them so
+                                                 a restart after a failure stops at the same
+                                                 place; a clean finish clears them (KIP-95)
+    autostop.key                      required   names the query's bounded runs (one key per
+                                      with       checkpoint); key of the stored stop offsets
+                                      durable
+    autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
+                                      autostop   created (1 partition, compact) if missing
     kafka.*                                      passed to librdkafka (``kafka.`` stripped);
                                                  ``kafka.sasl.jaas.config`` PLAIN/SCRAM lines
                                                  are translated

@@ -19,12 +19,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.autostop import (
+    AvailableNowRun,
+    SupportsTriggerAvailableNow,
+    bounded_states,
+    missing_partitions,
+    unfinished,
+)
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.metrics import live_report
@@ -62,6 +69,8 @@ class SyncDriver:
         self._next_discovery_ms = clock() + options.partition_discovery_interval_ms
         self.last_cut: Optional[Cut] = None
         self.last_states: dict[TopicPartition, PartitionState] = {}
+        self.available_now: Optional[AvailableNowRun] = None
+        """Set by prepareForTriggerAvailableNow(): this query runs as one bounded run."""
 
     def close(self) -> None:
         self._fetcher.close()
@@ -85,19 +94,35 @@ class SyncDriver:
         )
         return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()})
 
-    def next_offset(self, start: SyncOffset) -> SyncOffset:
-        """The end offset of the next batch, or ``start`` itself when nothing is processable."""
+    def prepare_available_now(self) -> None:
+        """Trigger.AvailableNow: capture (or, durable, recover) this run's stop offsets."""
+        self.available_now = AvailableNowRun(self._options, self._offset_reader)
+
+    def next_offset(
+        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]] = None
+    ) -> SyncOffset:
+        """The end offset of the next batch, or ``start`` itself when nothing is processable.
+
+        ``stop_offsets`` bound an AvailableNow run (:mod:`kafkasync_source.autostop`): only
+        partitions below their stop offset are fetched, none goes past it, the rest are
+        FINISHED and never hold a batch back."""
         # Spark asks for the next batch only once the one ending at ``start`` is complete, and
         # calls commit() for it only when it constructs the next one: keep the group current.
         self.commit(start)
-        discovered = self._discover_new_partitions(start)
+        discovered = (
+            self._discover_new_partitions(start) if stop_offsets is None
+            else missing_partitions(start, stop_offsets, self._offset_reader)
+        )
         if discovered:
             # New partitions enter the offsets through a batch of their own, so every later
             # batch has a logged start for them (replays stay exact).
             return start.with_partitions({**start.partitions, **discovered})
-        self._fetcher.position_at(start.next_offsets())
+        fetching = start.next_offsets() if stop_offsets is None else unfinished(start, stop_offsets)
+        self._fetcher.position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
         states = self._fetcher.snapshot(partition_times)
+        if stop_offsets is not None:
+            states = bounded_states(start, states, stop_offsets)
         cut = plan_batch(
             states,
             now_ms=self._clock(),
@@ -124,7 +149,7 @@ class SyncDriver:
             enforced_processing_total=start.enforced_processing_total + int(cut.enforced),
             late_records_total=start.late_records_total + _late_records(cut, states, start.stream_time),
         )
-        self._fetcher.position_at(end.next_offsets())
+        self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})
         return end
 
     def _discover_new_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
@@ -155,7 +180,7 @@ def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream
     return late
 
 
-class KafkaSyncStreamReader(DataSourceStreamReader):
+class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark glue: offsets in and out as JSON, ranges to executors. Holds only options."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -192,9 +217,18 @@ class KafkaSyncStreamReader(DataSourceStreamReader):
                 )
             start = self._last_end
         start_offset = SyncOffset.from_json(start)
-        end_offset = self._sync_driver().next_offset(start_offset)
+        driver = self._sync_driver()
+        end_offset = (
+            driver.next_offset(start_offset) if driver.available_now is None
+            else driver.available_now.next_offset(driver, start_offset)
+        )
         self._last_end = start if end_offset is start_offset else end_offset.to_json()
         return self._last_end
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow (PySpark >= 4.2): stop at the end of the log as of now, or as
+        of the first start of an unfinished run with ``autostop.offsets=durable``."""
+        self._sync_driver().prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._last_end = end

@@ -139,6 +139,7 @@ def test_offsets_that_do_not_fit_the_log_fail_naming_the_option(spark, kafka_clu
         ({"endingOffsets": "earliest"}, r"endingOffsets' cannot be 'earliest'"),
         ({"endingOffsets": '{"t":{"0":-2}}'}, r"endingOffsets': -2 \(earliest\) is not allowed"),
         ({"max.task.idle.ms": "5"}, r"max\.task\.idle\.ms' applies to streaming"),
+        ({"autostop.offsets": "durable", "autostop.key": "k"}, r"autostop\.key' applies to streaming"),
     ],
 )
 def test_streaming_only_or_meaningless_options_are_refused(spark, kafka_cluster, options, message):
