@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -35,5 +37,11 @@ def kafka_schema(include_headers: bool) -> StructType:
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema PySpark checks ``read()``'s record batches against (it must be equal)."""
-    return to_arrow_schema(schema, timezone="UTC")
+    """The Arrow schema PySpark checks ``read()``'s record batches against (it must be equal).
+
+    Built the way the installed PySpark builds it: 4.2+ take the session time zone (PySpark
+    passes UTC here); 4.0/4.1 have no such parameter and use UTC timestamps.
+    """
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)

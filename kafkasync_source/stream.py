@@ -187,7 +187,10 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._options = options
         self._schema = schema
         self._driver: Optional[SyncDriver] = None
-        self._last_end: Optional[dict] = None  # for PySpark 4.0/4.1's latestOffset()
+        self._initial: Optional[dict] = None
+        # PySpark 4.0/4.1 call latestOffset() without a start: the reader tracks it itself.
+        self._last_end: Optional[dict] = None
+        self._unconfirmed_plan: Optional[tuple[dict, dict]] = None  # (start planned from, end)
 
     def __getstate__(self) -> dict:
         # The reader is pickled to executors for read(): never ship the driver's consumer.
@@ -201,21 +204,21 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._driver
 
     def initialOffset(self) -> dict:
-        self._last_end = self._sync_driver().initial_offset().to_json()
-        return self._last_end
+        # Resolved once: PySpark 4.0/4.1 ask for it after the first latestOffset(), and
+        # "latest" must mean the same both times.
+        if self._initial is None:
+            self._initial = self._sync_driver().initial_offset().to_json()
+        return self._initial
 
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
         # PySpark >= 4.2 passes the start (and a ReadLimit; kafkasync reads everything that is
-        # processable, so ReadAllAvailable and the default limit mean the same here). PySpark
-        # 4.0/4.1 pass nothing: continue from the last offset this reader handed out.
-        if start is None:
-            if self._last_end is None:
-                raise RuntimeError(
-                    "kafkasync cannot restart this query from its checkpoint on PySpark "
-                    "4.0/4.1: they do not tell the source where the checkpoint stands. Use "
-                    "PySpark >= 4.2 to restart, or start a new checkpointLocation."
-                )
-            start = self._last_end
+        # processable, so ReadAllAvailable and the default limit mean the same here).
+        # PySpark 4.0/4.1 pass nothing, and call this before initialOffset() on a fresh query:
+        # continue from the last offset handed out, else from startingOffsets. Whether that
+        # was Spark's start is only known in partitions(), which checks it.
+        legacy = start is None
+        if legacy:
+            start = self._last_end if self._last_end is not None else self.initialOffset()
         start_offset = SyncOffset.from_json(start)
         driver = self._sync_driver()
         end_offset = (
@@ -223,6 +226,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             else driver.available_now.next_offset(driver, start_offset)
         )
         self._last_end = start if end_offset is start_offset else end_offset.to_json()
+        self._unconfirmed_plan = (start, self._last_end) if legacy else None
         return self._last_end
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -231,13 +235,29 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._sync_driver().prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        self._last_end = end
         begin, finish = SyncOffset.from_json(start), SyncOffset.from_json(end)
+        self._check_legacy_plan(begin, end)
+        self._last_end = end
         ranges = [
             (tp, begin.partitions.get(tp, position).next_offset, position.next_offset)
             for tp, position in sorted(finish.partitions.items())
         ]
         return split_ranges(ranges, self._options.max_records_per_partition)
+
+    def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:
+        """PySpark 4.0/4.1: a restart from a checkpoint looks like a fresh query to the
+        source, so the first batch after it was planned from startingOffsets. Fail rather
+        than read records twice or skip them."""
+        plan, self._unconfirmed_plan = self._unconfirmed_plan, None
+        if plan is None or SyncOffset.from_json(plan[1]) != SyncOffset.from_json(end):
+            return
+        if SyncOffset.from_json(plan[0]).next_offsets() != spark_start.next_offsets():
+            raise RuntimeError(
+                "kafkasync cannot continue this query from its checkpoint on PySpark 4.0/4.1: "
+                "those versions do not tell the source where a checkpoint stands, and the batch "
+                "just planned does not start there. Use PySpark >= 4.2 to restart queries, or "
+                "a new checkpointLocation."
+            )
 
     def read(self, partition: InputPartition) -> Any:
         assert isinstance(partition, KafkaRange)
