@@ -36,7 +36,11 @@ from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartitio
 logger = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5_000
-_CONSUME_TIMEOUT_S = 0.1
+# Short on purpose: confluent-kafka serialises calls on one consumer, so every call the
+# driver thread makes (snapshot's cached watermarks, pause/resume/assign in position_at)
+# waits until the fetch thread's consume() returns, which with few records queued is only
+# at this timeout. 0.1 s put up to 0.2 s of waiting on every trigger's latestOffset.
+_CONSUME_TIMEOUT_S = 0.01
 _FATAL_PARTITION_ERRORS = {
     KafkaError._AUTO_OFFSET_RESET: "its fetch position is no longer in the log (data loss)",
     KafkaError.OFFSET_OUT_OF_RANGE: "its fetch position is no longer in the log (data loss)",
