@@ -12,6 +12,7 @@ the high watermark has then been seen, and a range never ends beyond the high wa
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -117,11 +118,12 @@ class RangeReader:
             messages = consumer.consume(
                 num_messages=min(end - next_offset, ARROW_BATCH_ROWS), timeout=_POLL_SLICE_S
             )
-            records = [m for m in messages if m.error() is None and m.offset() < end]
-            for message in messages:
+            # Errors (end-of-partition events above all) are rare: find them in one cheap pass
+            # instead of filtering every record.
+            errors = [m for m in messages if m.error() is not None]
+            records = [m for m in messages if m.error() is None] if errors else messages
+            for message in errors:
                 error = message.error()
-                if error is None:
-                    continue
                 if error.code() == KafkaError._PARTITION_EOF:
                     # Everything below the high watermark has been seen: the rest of the range
                     # is an offset gap, unless the log was truncated below the range's end.
@@ -132,11 +134,18 @@ class RangeReader:
                     next_offset = self._skip_lost(consumer, kafka_range, next_offset)
                 else:
                     raise KafkaException(error)
+            if records and records[-1].offset() >= end:
+                # A record at or past the end: every offset before it has been seen, so the
+                # rest of the range is an offset gap (e.g. a transaction marker just before
+                # the end). Without this the reader would go on, one record per call, until
+                # the end of the log.
+                records = [m for m in records if m.offset() < end]
+                next_offset = end
             if records:
                 columns.extend(records)
                 next_offset = max(next_offset, records[-1].offset() + 1)
                 stalled_since = time.monotonic()
-            elif time.monotonic() - stalled_since > self.poll_timeout_ms / 1000:
+            elif next_offset < end and time.monotonic() - stalled_since > self.poll_timeout_ms / 1000:
                 raise TimeoutError(
                     f"kafkasync: no record of {topic}-{partition} arrived for "
                     f"{self.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) while reading "
@@ -180,18 +189,21 @@ class _Columns:
     def _clear(self) -> None:
         self.keys: list[Optional[bytes]] = []
         self.values: list[Optional[bytes]] = []
-        self.partitions: list[int] = []
+        self.partitions: list[tuple[int, int]] = []  # (partition, run length)
         self.offsets: list[int] = []
-        self.timestamps: list[tuple[int, int]] = []
+        self.timestamps: list[tuple[int, int]] = []  # (kind, ms) as confluent-kafka gives them
         self.headers: list[list[tuple[str, Optional[bytes]]]] = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def extend(self, records: list) -> None:
+        if not records:
+            return
         self.keys.extend([m.key() for m in records])
         self.values.extend([m.value() for m in records])
-        self.partitions.extend([m.partition() for m in records])
+        # One consume() call of a consumer assigned to one partition: one partition.
+        self.partitions.append((records[0].partition(), len(records)))
         self.offsets.extend([m.offset() for m in records])
         self.timestamps.extend([m.timestamp() for m in records])
         if self._include_headers:
@@ -199,7 +211,9 @@ class _Columns:
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
-        kinds_and_times = np.array(self.timestamps, dtype=np.int64).reshape(count, 2)
+        kinds_and_times = np.fromiter(
+            itertools.chain.from_iterable(self.timestamps), dtype=np.int64, count=2 * count
+        ).reshape(count, 2)
         # confluent-kafka: 0 = not available, 1 = CreateTime, 2 = LogAppendTime; Spark (Java's
         # TimestampType.id): -1, 0, 1. A record without timestamp gets a null timestamp.
         timestamp_type = kinds_and_times[:, 0] - 1
@@ -210,7 +224,13 @@ class _Columns:
             pa.array(self.keys, pa.binary()),
             pa.array(self.values, pa.binary()),
             pa.array([self._topic] * count, pa.string()),
-            pa.array(self.partitions, pa.int32()),
+            pa.array(
+                np.repeat(
+                    np.array([p for p, _ in self.partitions], dtype=np.int32),
+                    [n for _, n in self.partitions],
+                ),
+                pa.int32(),
+            ),
             pa.array(self.offsets, pa.int64()),
             timestamp_us,
             pa.array(timestamp_type.astype(np.int32), pa.int32()),

@@ -118,3 +118,38 @@ def test_records_without_timestamp_get_null_and_spark_type_minus_one():
     assert rows[0]["timestamp"] is None
     assert [int(r["timestamp"].timestamp() * 1000) for r in rows[1:]] == [BASE_TS, BASE_TS + 1]
     assert rows[0]["headers"] == []
+
+
+def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
+    kafka_cluster, topic_factory, monkeypatch
+):
+    """The range [0, 6) ends with a commit marker (offset 5) and the log goes on: the first
+    record at or past the end completes the range, the reader does not read on to the log end."""
+    import kafkasync_source.range_reader as range_reader
+
+    topic = topic_factory(1)
+    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=b"t%d" % i, partition=0, timestamp=BASE_TS + i)
+    producer.commit_transaction(10)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"after") for i in range(5_000)])
+    consume_calls = []
+    real_consumer = range_reader.Consumer
+
+    class CountingConsumer:
+        def __init__(self, config):
+            self._consumer = real_consumer(config)
+
+        def consume(self, *args, **kwargs):
+            consume_calls.append(1)
+            return self._consumer.consume(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self._consumer, name)
+
+    monkeypatch.setattr(range_reader, "Consumer", CountingConsumer)
+    rows = read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 0, 6))
+    assert [r["value"] for r in rows] == [b"t0", b"t1", b"t2", b"t3", b"t4"]
+    assert len(consume_calls) < 10, f"{len(consume_calls)} consume() calls for a 5-record range"
