@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.offsets import SyncOffset
 
 logger = logging.getLogger(__name__)
+
+RETRY_INTERVAL_S = 5.0
+"""After a failed commit, the same offsets are not tried again for this long: the driver may
+ask many times a second while it waits for data, and a down coordinator must not flood logs."""
 
 
 def commit_metadata(partition_time: int) -> str:
@@ -28,45 +33,70 @@ def commit_metadata(partition_time: int) -> str:
 
 
 class GroupCommitter:
-    """Commits processed offsets to one consumer group; counts failures."""
+    """Commits processed offsets to one consumer group, asynchronously, and counts failures.
+
+    Commits run on the driver while it plans batches, so they must never wait for the group
+    coordinator: each is sent asynchronously and its outcome arrives through a callback,
+    served on the next call.
+    """
 
     def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
         self._client_config = dict(client_config)
         self._group_id = group_id
         self._consumer: Optional[Consumer] = None
-        self._committed: Optional[dict] = None
+        self._sent: Optional[dict] = None
+        self._failed: Optional[dict] = None
+        self._retry_at = 0.0
         self.failures = 0
 
     def commit(self, processed: SyncOffset) -> None:
-        """Commit ``processed`` unless it is what was committed last (Spark reports a batch
-        end both through ``commit`` and as the next ``latestOffset`` start)."""
+        """Send ``processed`` unless it is what was sent last (Spark reports a batch end both
+        through ``commit`` and as the next ``latestOffset`` start) or it failed moments ago."""
+        consumer = self._client()
+        consumer.poll(0)  # serve the callbacks of earlier commits
         positions = {tp: (p.next_offset, p.partition_time) for tp, p in processed.partitions.items()}
-        if positions == self._committed:
+        if positions == self._sent or (positions == self._failed and time.monotonic() < self._retry_at):
             return
         offsets = [
             KafkaTopicPartition(tp.topic, tp.partition, position.next_offset,
                                 metadata=commit_metadata(position.partition_time))
             for tp, position in sorted(processed.partitions.items())
         ]
+        self._sent = positions
         try:
-            if self._consumer is None:
-                self._consumer = Consumer(
-                    {**self._client_config, "group.id": self._group_id, "enable.auto.commit": False}
-                )
-            results = self._consumer.commit(offsets=offsets, asynchronous=False) or []
-            failed = [tp for tp in results if tp.error is not None]
-            if failed:
-                raise KafkaException(failed[0].error)
-            self._committed = positions
+            consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as err:
-            self.failures += 1
-            logger.warning(
-                "kafkasync: committing offsets to consumer group %r failed (%s); the query "
-                "continues (Spark's checkpoint is the source of truth). Failures so far: %d.",
-                self._group_id, err, self.failures,
-            )
+            self._record_failure(err)
+
+    def serve_callbacks(self, timeout_s: float = 0.0) -> None:
+        if self._consumer is not None:
+            self._consumer.poll(timeout_s)
 
     def close(self) -> None:
         if self._consumer is not None:
+            self._consumer.poll(1.0)  # let the last commit complete
             self._consumer.close()
             self._consumer = None
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {**self._client_config, "group.id": self._group_id, "enable.auto.commit": False,
+                 "on_commit": self._on_commit}
+            )
+        return self._consumer
+
+    def _on_commit(self, error: Optional[KafkaError], partitions: list) -> None:
+        failed = error or next((tp.error for tp in partitions if tp.error is not None), None)
+        if failed is not None:
+            self._record_failure(failed)
+
+    def _record_failure(self, error: object) -> None:
+        self.failures += 1
+        self._failed, self._sent = self._sent, None
+        self._retry_at = time.monotonic() + RETRY_INTERVAL_S
+        logger.warning(
+            "kafkasync: committing offsets to consumer group %r failed (%s); the query "
+            "continues (Spark's checkpoint is the source of truth). Failures so far: %d.",
+            self._group_id, error, self.failures,
+        )

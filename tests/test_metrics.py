@@ -199,3 +199,32 @@ def test_counters_survive_a_restart(spark, kafka_cluster, topic_factory, tmp_pat
         again.stop()
     assert after.enforced_processing_total > before.enforced_processing_total
     assert after.partitions[TopicPartition(topic, 0)].partition_time == BASE_TS + 104
+
+
+def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_once(fresh_cluster):
+    from kafkasync_source.group_commit import GroupCommitter
+    from kafkasync_source.testing import ApiKey
+
+    group_authorization_failed = 30
+    fresh_cluster.create_topic("monitored", 1)
+    committer = GroupCommitter({"bootstrap.servers": fresh_cluster.bootstrap_servers}, "monitor")
+    tp = TopicPartition("monitored", 0)
+    try:
+        fresh_cluster.push_request_errors(ApiKey.OFFSET_COMMIT, group_authorization_failed)
+        committer.commit(SyncOffset({tp: PartitionOffset(3, 7)}))
+        deadline = time.monotonic() + 10
+        while committer.failures == 0 and time.monotonic() < deadline:
+            committer.serve_callbacks(0.1)
+        assert committer.failures == 1
+        committer.commit(SyncOffset({tp: PartitionOffset(3, 7)}))  # within the retry interval
+        committer.commit(SyncOffset({tp: PartitionOffset(4, 8)}))  # new offsets: sent at once
+        committer.serve_callbacks(1.0)
+        assert committer.failures == 1
+    finally:
+        committer.close()
+    consumer = Consumer({"bootstrap.servers": fresh_cluster.bootstrap_servers, "group.id": "monitor"})
+    try:
+        [committed] = consumer.committed([KafkaTopicPartition("monitored", 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert (committed.offset, json.loads(committed.metadata)["partitionTime"]) == (4, 8)
