@@ -187,14 +187,10 @@ def test_an_empty_target_ends_the_run_at_once(kafka_cluster, topic_factory):
 
 def test_a_run_ends_exactly_at_its_stop_offsets_across_transaction_markers(kafka_cluster, topic_factory):
     topic = topic_factory(1)
-    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
-    producer.init_transactions(10)
     for batch in range(2):
-        producer.begin_transaction()
-        for i in range(5):
-            producer.produce(topic, value=b"v", partition=0, timestamp=BASE_TS + 10 * batch + i)
-        producer.commit_transaction(10)
-    producer.flush(10)
+        kafka_cluster.produce_transaction(
+            topic, [Record(0, BASE_TS + 10 * batch + i, None, b"v") for i in range(5)]
+        )
     high = kafka_cluster.end_offsets(topic)[0][1]
     assert high == 12, "5 records + 1 commit marker, twice"
     options = options_for(kafka_cluster, subscribe=topic, **{"kafka.isolation.level": "read_committed"})

@@ -47,12 +47,7 @@ def test_bounded_buffers_deliver_every_record_once_in_order(kafka_cluster, topic
 
 def test_lag_reaches_zero_past_a_trailing_transaction_marker(kafka_cluster, topic_factory):
     topic = topic_factory(1)
-    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    for i in range(3):
-        producer.produce(topic, value=b"v", partition=0, timestamp=BASE_TS + i)
-    producer.commit_transaction(10)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
     tp = TopicPartition(topic, 0)
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
                             buffer_limit=1_000, fail_on_data_loss=True)

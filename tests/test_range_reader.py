@@ -56,12 +56,7 @@ def test_large_range_spans_several_arrow_batches(kafka_cluster, topic_factory):
 
 def test_range_ending_in_transaction_marker_gap_does_not_hang(kafka_cluster, topic_factory):
     topic = topic_factory(1)
-    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, value=b"t%d" % i, partition=0, timestamp=BASE_TS + i)
-    producer.commit_transaction(10)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t%d" % i) for i in range(5)])
     low, high = kafka_cluster.end_offsets(topic)[0]
     assert high == 6, "five records and one commit marker"
     started = time.monotonic()
@@ -128,12 +123,7 @@ def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
     import kafkasync_source.range_reader as range_reader
 
     topic = topic_factory(1)
-    producer = kafka_cluster.producer({"transactional.id": f"tx-{topic}", "enable.idempotence": True})
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, value=b"t%d" % i, partition=0, timestamp=BASE_TS + i)
-    producer.commit_transaction(10)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t%d" % i) for i in range(5)])
     kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"after") for i in range(5_000)])
     consume_calls = []
     real_consumer = range_reader.Consumer

@@ -438,6 +438,23 @@ class MockKafkaCluster:
 
     watermarks = end_offsets
 
+    def produce_transaction(self, topic: str, records: Iterable[Record], timeout: float = 10.0) -> None:
+        """Produce ``records`` in one committed transaction: the commit marker it leaves takes
+        an offset, the offset gap that readers must cross without waiting. Each call uses a
+        new transactional producer (idempotence is required for transactions)."""
+        producer = self.producer(
+            {"transactional.id": f"kafkasync-tx-{uuid.uuid4().hex}", "enable.idempotence": True}
+        )
+        try:
+            producer.init_transactions(timeout)
+            producer.begin_transaction()
+            for record in records:
+                producer.produce(topic, key=record.key, value=record.value, partition=record.partition,
+                                 timestamp=record.timestamp_ms, headers=record.headers or None)
+            producer.commit_transaction(timeout)
+        finally:
+            producer.flush(timeout)
+
     # ---------------------------------------------------------------- produce
 
     def produce(
