@@ -1,0 +1,90 @@
+"""Context for the throughput numbers: Spark's ceiling for a Python streaming source.
+
+``format("kafkasync-ceiling")`` is a streaming Python data source that does no Kafka work at
+all: its micro-batches have kafkasync's shape on the benchmark data (8 input partitions of
+10,000 rows each, one per Kafka partition, the Kafka schema with 8-byte keys and 100-byte
+values), and ``read()`` yields a ready-made Arrow batch. Whatever it reaches into the
+``noop`` sink is the most any Python source can reach with that batch shape on this machine:
+Spark's per-batch and per-task costs, Arrow transfer to the JVM, and row conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from kafkasync_source.schema import arrow_schema, kafka_schema
+
+_CACHE: dict = {}
+
+
+class _Task(InputPartition):
+    def __init__(self, partition: int, rows: int) -> None:
+        self.partition = partition
+        self.rows = rows
+
+
+def _arrow_batch(partition: int, rows: int):
+    key = (partition, rows)
+    if key not in _CACHE:
+        import numpy as np
+        import pyarrow as pa
+
+        schema = arrow_schema(kafka_schema(False))
+        offsets = np.arange(rows, dtype=np.int64)
+        _CACHE[key] = pa.RecordBatch.from_arrays(
+            [
+                pa.array([b"k%07d" % i for i in range(rows)], pa.binary()),
+                pa.array([b"v" * 100] * rows, pa.binary()),
+                pa.array(["bench"] * rows, pa.string()),
+                pa.array(np.full(rows, partition, dtype=np.int32)),
+                pa.array(offsets),
+                pa.array((1_704_096_000_000 + offsets * 10) * 1000).cast(schema.field("timestamp").type),
+                pa.array(np.zeros(rows, dtype=np.int32)),
+            ],
+            schema=schema,
+        )
+    return _CACHE[key]
+
+
+class _CeilingStream(DataSourceStreamReader):
+    def __init__(self, batches: int, partitions: int, rows: int) -> None:
+        self._batches, self._partitions, self._rows = batches, partitions, rows
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        current = (start or {"batch": 0})["batch"]
+        return {"batch": min(current + 1, self._batches)}
+
+    def partitions(self, start: dict, end: dict):
+        return [
+            _Task(p, self._rows)
+            for _ in range(end["batch"] - start["batch"])
+            for p in range(self._partitions)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        assert isinstance(partition, _Task)
+        yield _arrow_batch(partition.partition, partition.rows)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class CeilingDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "kafkasync-ceiling"
+
+    def schema(self):
+        return kafka_schema(False)
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return _CeilingStream(
+            int(self.options.get("batches", "4")),
+            int(self.options.get("partitions", "8")),
+            int(self.options.get("rows", "10000")),
+        )

@@ -1,0 +1,139 @@
+"""Driver cost per trigger, at 8, 64 and 512 partitions.
+
+Two measurements:
+
+* ``plan_batch`` alone (pure), on *synthetic* PartitionStates whose buffers are full
+  (``buffered.records.per.partition``, default 10,000, records each): the most the planner
+  ever sees. Partitions advance at different event-time rates, so the cut is partial.
+* The whole driver path on the embedded cluster: a real :class:`KafkaSyncStreamReader`
+  (driver fetcher, consumer, buffers) over a topic with that many partitions and
+  ``DRIVER_RECORDS_PER_PARTITION`` small records each, all buffered. Timed: Spark's
+  ``latestOffset(start)`` call on the first trigger (JSON in, fetcher repositioning,
+  snapshot, plan, offsets, JSON out), and snapshot + plan repeated on the same buffers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks.workloads import BASE_TS, produce_uniform
+from kafkasync_source.options import DEFAULT_BUFFERED_RECORDS_PER_PARTITION, parse_options
+from kafkasync_source.planner import PartitionState, TopicPartition, plan_batch
+from kafkasync_source.schema import kafka_schema
+from kafkasync_source.stream import KafkaSyncStreamReader
+
+PARTITION_COUNTS = (8, 64, 512)
+DRIVER_RECORDS_PER_PARTITION = 2_000
+
+
+def synthetic_states(partitions: int, buffered: int) -> dict[TopicPartition, PartitionState]:
+    states = {}
+    for p in range(partitions):
+        offsets = np.arange(buffered, dtype=np.int64)
+        timestamps = BASE_TS + offsets * (10 + p % 7)  # different event-time rates
+        states[TopicPartition("bench", p)] = PartitionState(
+            start=0, offsets=offsets, timestamps=timestamps, position=buffered,
+            end_offset=buffered * 4,  # a backlog: lag > 0
+        )
+    return states
+
+
+def _median_ms(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def pure_planner_ms(partitions: int, buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> float:
+    states = synthetic_states(partitions, buffered)
+    now = int(time.time() * 1000)
+    cut = plan_batch(states, now_ms=now, max_task_idle_ms=0, idle_since={})
+    assert cut.has_batch and cut.records < partitions * buffered, "expected a partial cut"
+    return _median_ms(
+        lambda: plan_batch(states, now_ms=now, max_task_idle_ms=0, idle_since={}),
+        reps=max(5, 400 // partitions),
+    )
+
+
+def driver_full_buffers_ms(bootstrap: str, partitions: int,
+                           buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> float:
+    """snapshot() + plan_batch on a real :class:`DriverFetcher` whose buffers are filled
+    *synthetically* to the bound (producing 512 x 10,000 records into the embedded cluster
+    would take longer than the whole benchmark may). Median of repeated calls."""
+    from array import array
+
+    from kafkasync_source.fetcher import DriverFetcher, _PartitionBuffer
+
+    fetcher = DriverFetcher({"bootstrap.servers": bootstrap}, buffer_limit=buffered,
+                            fail_on_data_loss=True)
+    try:
+        with fetcher._lock:
+            for tp, state in synthetic_states(partitions, buffered).items():
+                buffer = _PartitionBuffer(state.start)
+                buffer.offsets = array("q", state.offsets.tobytes())
+                buffer.timestamps = array("q", state.timestamps.tobytes())
+                buffer.position = state.position
+                buffer.log_end = state.end_offset
+                buffer.paused = True  # full: the fetch thread leaves it alone
+                fetcher._buffers[tp] = buffer
+        now = int(time.time() * 1000)
+        return _median_ms(
+            lambda: plan_batch(fetcher.snapshot({}), now_ms=now, max_task_idle_ms=0, idle_since={}),
+            reps=max(5, 200 // partitions),
+        )
+    finally:
+        fetcher.close()
+
+
+def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
+    """latestOffset() on the first trigger (median of ``reps`` fresh readers), and snapshot +
+    plan on full buffers (median of 10) for a topic of ``partitions`` partitions."""
+    topic = produce_uniform(
+        cluster, f"planner-{partitions}", partitions, DRIVER_RECORDS_PER_PARTITION, value_bytes=10
+    )
+    options = parse_options(
+        {
+            "kafka.bootstrap.servers": cluster.bootstrap_servers,
+            "subscribe": topic.name,
+            "startingOffsets": "earliest",
+        },
+        streaming=True,
+    )
+    latest, snapshot_plan = [], []
+    for rep in range(reps):
+        reader = KafkaSyncStreamReader(options, kafka_schema(False))
+        try:
+            start = reader.initialOffset()
+            driver = reader._sync_driver()
+            # Position the fetcher as the first trigger would, then wait until every record
+            # is buffered: "realistic buffers" for a backlog this size.
+            driver._fetcher.position_at({TopicPartition(topic.name, p): 0 for p in range(partitions)})
+            deadline = time.monotonic() + 120
+            while sum(driver._fetcher.buffered().values()) < topic.records:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"driver fetcher: {driver._fetcher.buffered()}")
+                time.sleep(0.01)
+            if rep == 0:
+                now = int(time.time() * 1000)
+                snapshot_plan.append(_median_ms(
+                    lambda: plan_batch(driver._fetcher.snapshot({}), now_ms=now,
+                                       max_task_idle_ms=0, idle_since={}),
+                    reps=10,
+                ))
+            started = time.perf_counter()
+            end = reader.latestOffset(start, None)
+            latest.append((time.perf_counter() - started) * 1000)
+            assert end != start, "the first trigger should cut a batch"
+        finally:
+            reader.stop()
+    return {
+        "latest_offset_ms": statistics.median(latest),
+        "snapshot_plan_ms": snapshot_plan[0],
+        "buffered_per_partition": DRIVER_RECORDS_PER_PARTITION,
+    }

@@ -1,0 +1,370 @@
+"""``make bench``: what kafkasync's event-time synchronization costs, and what it buys.
+
+One run, one machine, one embedded Kafka cluster (librdkafka's mock broker, in this process),
+the same data for every measurement:
+
+1. raw confluent-kafka consume rate: one consumer reads the whole topic touching key, value,
+   offset and timestamp of every record (the limit for a Python reader here);
+2. kafkasync end to end into Spark's ``noop`` sink, synchronized (default) and
+   ``max.task.idle.ms=-1``, measured alternately after a discarded warm-up query;
+3. driver cost per trigger at 8, 64 and 512 partitions, and the stream reader worker's peak
+   RSS for two backlog sizes;
+4. the demo's skew scenario at a larger scale: records dropped behind the watermark.
+
+Prints a markdown table and writes ``benchmarks/results.json`` and ``benchmarks/skew.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PARTITIONS = 8
+RECORDS_PER_PARTITION = 40_000  # x 100-byte values: within the mock's 5 MiB per partition
+# Driver memory: the stream reader worker's peak RSS for backlogs below and well above what
+# the driver buffers (10,000 records per partition) and librdkafka prefetches (16 MiB).
+MEMORY_BACKLOGS = (  # (records per partition, value bytes); the main topic adds 40,000 x 100 B
+    (10_000, 100),
+    (20_000, 100),
+    (90_000, 10),  # 720,000 records: near the mock's ~100,000 messages per partition
+)
+WARMUP_RECORDS_PER_PARTITION = 5_000
+THROUGHPUT_ORDER = (0, -1, -1, 0, 0, -1)  # alternating (ABBAAB): neither mode always goes first
+
+TARGETS = {
+    "kafkasync_vs_raw": 0.5,
+    "sync_vs_unsync": 0.85,
+    "planner_ms_at_512": 50.0,
+}
+
+
+def machine_facts() -> dict[str, Any]:
+    import confluent_kafka
+    import numpy
+    import pyarrow
+    import pyspark
+
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        java_version = (java.stderr or java.stdout).splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        java_version = "unknown"
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "confluent_kafka": confluent_kafka.__version__,
+        "librdkafka": confluent_kafka.libversion()[0],
+        "pyarrow": pyarrow.__version__,
+        "numpy": numpy.__version__,
+        "java": java_version,
+        "spark_master": "local[2]",
+        "kafka": "librdkafka mock cluster (1 broker, in the benchmark process)",
+    }
+
+
+def _spark_session(log_path: str):
+    """The shared local session; the JVM's start-up chatter goes to ``log_path``."""
+    from kafkasync_source.testing.spark import local_spark_session
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)  # the JVM (and its Python workers) inherit fd 2
+    try:
+        spark = local_spark_session(
+            "kafkasync-bench",
+            os.path.join(os.path.dirname(log_path), "warehouse"),
+            {
+                "spark.sql.streaming.numRecentProgressUpdates": "100000",
+                "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+                "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
+            },
+        )
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log_fd)
+    from kafkasync_source.source import register
+
+    register(spark)
+    return spark
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def run(args) -> dict[str, Any]:
+    from benchmarks import planner_bench, raw, skew
+    from benchmarks.plot import plot_skew
+    from benchmarks.spark_runs import add_listener, run_query
+    from benchmarks.workloads import produce_uniform
+    from kafkasync_source.testing import MockKafkaCluster
+
+    started = time.monotonic()
+    results: dict[str, Any] = {"machine": machine_facts(), "load_average_start": os.getloadavg()}
+    workdir = tempfile.mkdtemp(prefix="kafkasync-bench-")
+    with MockKafkaCluster(brokers=1) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        _log(f"producing {PARTITIONS} x {RECORDS_PER_PARTITION:,} records of 100 B (+ warm-up, "
+             "small-backlog and skew topics)")
+        topic = produce_uniform(cluster, "bench", PARTITIONS, RECORDS_PER_PARTITION)
+        memory_topics = [
+            produce_uniform(cluster, f"bench-memory-{n}x{size}", PARTITIONS, n, value_bytes=size)
+            for n, size in MEMORY_BACKLOGS
+        ]
+        warmup = produce_uniform(cluster, "bench-warmup", PARTITIONS, WARMUP_RECORDS_PER_PARTITION)
+        skew_topics = skew.produce(cluster)
+        results["data"] = {
+            "partitions": PARTITIONS,
+            "records_per_partition": RECORDS_PER_PARTITION,
+            "records": topic.records,
+            "value_bytes": 100,
+            "key_bytes": 8,
+            "low_watermarks_checked": True,
+        }
+
+        # 1. Raw consume rate (no Spark running yet).
+        _log("raw confluent-kafka consume")
+        raw_result = raw.raw_consume_rps(bootstrap, topic, runs=args.raw_runs)
+        results["raw_consume_rps"] = raw_result["rps"]
+        results["raw_consume_runs_rps"] = raw_result["runs_rps"]
+        results["raw_consume_default_backoff_rps"] = raw_result["default_backoff_rps"]
+
+        # 3a. Driver cost per trigger (no Spark running yet either).
+        _log("planner and driver path at 8, 64, 512 partitions")
+        results["planner_ms"] = {}
+        results["driver_snapshot_plan_full_ms"] = {}
+        results["driver_latest_offset_ms"] = {}
+        for partitions in planner_bench.PARTITION_COUNTS:
+            results["planner_ms"][partitions] = planner_bench.pure_planner_ms(partitions)
+            results["driver_snapshot_plan_full_ms"][partitions] = planner_bench.driver_full_buffers_ms(
+                bootstrap, partitions)
+            path = planner_bench.driver_path_ms(cluster, partitions, reps=args.driver_reps)
+            results["driver_latest_offset_ms"][partitions] = path["latest_offset_ms"]
+        results["driver_latest_offset_buffered_per_partition"] = planner_bench.DRIVER_RECORDS_PER_PARTITION
+
+        # 2. Spark: warm-up, then the measured runs in alternating order.
+        _log("starting Spark (local[2]); warm-up query")
+        spark = _spark_session(os.path.join(workdir, "spark.log"))
+        try:
+            listener = add_listener(spark)
+            run_query(spark, listener, label="warm-up", bootstrap=bootstrap, topic=warmup.name,
+                      expected_rows=warmup.records, options={"max.task.idle.ms": -1})
+            # Context: the same batch shape from a Python source that does no Kafka work.
+            from benchmarks.ceiling import CeilingDataSource
+
+            spark.dataSource.register(CeilingDataSource)
+            ceiling_runs = []
+            for _ in range(2):
+                ceiling_runs.append(run_query(
+                    spark, listener, label="ceiling", bootstrap="", topic="",
+                    expected_rows=topic.records, source_format="kafkasync-ceiling",
+                    options={"batches": topic.records // (PARTITIONS * 10_000),
+                             "partitions": PARTITIONS, "rows": 10_000}))
+            results["spark_python_source_ceiling_rps"] = max(r.rps for r in ceiling_runs)
+
+            runs = {0: [], -1: []}
+            for idle in THROUGHPUT_ORDER[: args.throughput_runs]:
+                _log(f"kafkasync -> noop, max.task.idle.ms={idle}")
+                run_ = run_query(spark, listener, label=f"idle={idle}", bootstrap=bootstrap,
+                                 topic=topic.name, expected_rows=topic.records,
+                                 options={"max.task.idle.ms": idle}, sample_rss=True)
+                runs[idle].append(run_)
+            results["kafkasync_rps"] = statistics.median(r.rps for r in runs[0])
+            results["kafkasync_unsync_rps"] = statistics.median(r.rps for r in runs[-1])
+            results["kafkasync_rps_excluding_tail"] = statistics.median(r.rps_excluding_tail for r in runs[0])
+            results["kafkasync_unsync_rps_excluding_tail"] = statistics.median(
+                r.rps_excluding_tail for r in runs[-1])
+            results["throughput_runs"] = [
+                {"max_task_idle_ms": idle, "rps": round(r.rps), "rows": r.rows,
+                 "processing_s": round(r.processing_s, 3), "wall_s": round(r.wall_s, 3),
+                 "data_batches": len(r.data_batches), "peak_rss_mb": round(r.peak_rss_mb, 1),
+                 "batch_rows": [p["numInputRows"] for p in r.data_batches],
+                 "tail_batches": r.tail_batches, "tail_s": round(r.tail_s, 3),
+                 "rps_excluding_tail": round(r.rps_excluding_tail)}
+                for idle in (0, -1) for r in runs[idle]
+            ]
+
+            # 3b. Driver memory: the stream reader worker's peak RSS by backlog size.
+            by_backlog = {topic.records: max(r.peak_rss_mb for r in runs[0])}
+            for memory_topic in memory_topics:
+                _log(f"driver memory, backlog of {memory_topic.records:,} records")
+                memory_run = run_query(
+                    spark, listener, label=memory_topic.name, bootstrap=bootstrap,
+                    topic=memory_topic.name, expected_rows=memory_topic.records, sample_rss=True)
+                by_backlog[memory_topic.records] = memory_run.peak_rss_mb
+            results["driver_peak_rss_mb"] = max(by_backlog.values())
+            results["driver_peak_rss_mb_by_backlog"] = {
+                str(n): round(mb, 1) for n, mb in sorted(by_backlog.items())}
+            results["driver_peak_rss_backlogs"] = {
+                str(t.records): f"{PARTITIONS} x {t.records_per_partition:,} x {size} B"
+                for t, (_, size) in zip([topic] + memory_topics, [(0, 100)] + list(MEMORY_BACKLOGS))
+            }
+
+            # 4. Skew: records dropped behind the watermark.
+            skew_runs = {}
+            for idle in (0, -1):
+                _log(f"skew scenario, max.task.idle.ms={idle}")
+                skew_runs[idle] = skew.run_skew(spark, listener, bootstrap, skew_topics, idle)
+            results["late_dropped_sync"] = skew_runs[0].dropped
+            results["late_dropped_unsync"] = skew_runs[-1].dropped
+            results["skew"] = {
+                str(idle): {"read": r.read, "counted": r.counted, "dropped": r.dropped,
+                            "predicted_dropped": r.predicted_dropped, "batches": r.per_batch()}
+                for idle, r in skew_runs.items()
+            }
+            plot_skew([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"))
+        finally:
+            spark.stop()
+    results["load_average_end"] = os.getloadavg()
+    results["bench_seconds"] = round(time.monotonic() - started, 1)
+    return results
+
+
+def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each target with the measured value and whether it is met."""
+    kafkasync_vs_raw = _ratio(results["kafkasync_rps"], results["raw_consume_rps"])
+    sync_vs_unsync = _ratio(results["kafkasync_rps"], results["kafkasync_unsync_rps"])
+    per_trigger_512 = max(results["planner_ms"][512], results["driver_snapshot_plan_full_ms"][512],
+                          results["driver_latest_offset_ms"][512])
+    rss = {int(n): mb for n, mb in results["driver_peak_rss_mb_by_backlog"].items()}
+    # Flat: once the backlog exceeds what the driver buffers and prefetches (2 x the buffer
+    # bound here), more backlog adds no memory.
+    full = [mb for n, mb in rss.items() if n >= 2 * PARTITIONS * 10_000]
+    spread = max(full) - min(full)
+    return {
+        "kafkasync_rps >= 0.5 x raw_consume_rps": {
+            "value": round(kafkasync_vs_raw, 3), "met": kafkasync_vs_raw >= TARGETS["kafkasync_vs_raw"]},
+        "synchronized >= 0.85 x unsynchronized": {
+            "value": round(sync_vs_unsync, 3), "met": sync_vs_unsync >= TARGETS["sync_vs_unsync"]},
+        "planner <= 50 ms per trigger at 512 partitions": {
+            "value": round(per_trigger_512, 1), "met": per_trigger_512 <= TARGETS["planner_ms_at_512"]},
+        "driver memory flat in backlog size (spread <= 10% above 2x the buffers)": {
+            "value": round(spread, 1), "met": spread <= 0.1 * min(full)},
+        "late_dropped_sync = 0 and late_dropped_unsync > 0": {
+            "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
+            "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    raw_rps = results["raw_consume_rps"]
+    rss = results["driver_peak_rss_mb_by_backlog"]
+    backlogs = sorted(rss, key=int)
+    rss_text = ", ".join(f"{int(n):,}: {rss[n]:.0f}" for n in backlogs)
+    t = results["targets"]
+
+    def yes(key: str) -> str:
+        return "**yes**" if t[key]["met"] else "**no**"
+
+    ceiling = results["spark_python_source_ceiling_rps"]
+
+    def batches(idle: int) -> int:
+        return int(statistics.median(
+            r["data_batches"] for r in results["throughput_runs"] if r["max_task_idle_ms"] == idle))
+
+    sync_runs = [r for r in results["throughput_runs"] if r["max_task_idle_ms"] == 0]
+    tail = int(statistics.median(r["tail_batches"] for r in sync_runs))
+    tail_s = statistics.median(r["tail_s"] for r in sync_runs)
+
+    def ms(d: dict) -> str:
+        return " / ".join(f"{d[p]:.1f}" for p in sorted(d, key=int))
+
+    lines = [
+        f"kafkasync benchmark: {m['cores']} cores ({m['cpu']}), Python {m['python']}, "
+        f"PySpark {m['pyspark']}, confluent-kafka {m['confluent_kafka']} (librdkafka "
+        f"{m['librdkafka']}), embedded Kafka (librdkafka mock), "
+        f"{results['data']['partitions']} partitions x {results['data']['records_per_partition']:,} "
+        "records of 100 B.",
+        "",
+        "| measurement | result | target | met |",
+        "|---|---|---|---|",
+        f"| raw confluent-kafka consume, 1 consumer, touches key/value/offset/timestamp | "
+        f"{raw_rps:,.0f} rec/s | | |",
+        f"| kafkasync → `noop`, synchronized (default `max.task.idle.ms=0`) | "
+        f"{results['kafkasync_rps']:,.0f} rec/s = {t['kafkasync_rps >= 0.5 x raw_consume_rps']['value']:.2f} × raw | "
+        f"≥ 0.5 × raw | {yes('kafkasync_rps >= 0.5 x raw_consume_rps')} |",
+        f"| kafkasync → `noop`, `max.task.idle.ms=-1` | {results['kafkasync_unsync_rps']:,.0f} rec/s "
+        f"= {_ratio(results['kafkasync_unsync_rps'], raw_rps):.2f} × raw | | |",
+        f"| Spark's ceiling: a Python streaming source with the same batches (8 tasks x 10,000 rows) "
+        f"and no Kafka work | {ceiling:,.0f} rec/s = {_ratio(ceiling, raw_rps):.2f} × raw | | |",
+        f"| kafkasync synchronized / -1, as a share of that ceiling | "
+        f"{_ratio(results['kafkasync_rps'], ceiling):.2f} / "
+        f"{_ratio(results['kafkasync_unsync_rps'], ceiling):.2f} | | |",
+        f"| synchronized / -1 throughput (data batches per run: {batches(0)} / {batches(-1)}) | "
+        f"{t['synchronized >= 0.85 x unsynchronized']['value']:.2f} | "
+        f"≥ 0.85 | {yes('synchronized >= 0.85 x unsynchronized')} |",
+        f"| … the same without the backlog's tail (synchronized runs end with {tail} tiny batches, "
+        f"{tail_s:.1f} s: one per partition end) | "
+        f"{_ratio(results['kafkasync_rps_excluding_tail'], results['kafkasync_unsync_rps_excluding_tail']):.2f} "
+        f"({results['kafkasync_rps_excluding_tail']:,.0f} / "
+        f"{results['kafkasync_unsync_rps_excluding_tail']:,.0f} rec/s) | | |",
+        f"| planner (`plan_batch`, full 10,000-record buffers), ms at 8 / 64 / 512 partitions | "
+        f"{ms(results['planner_ms'])} | | |",
+        f"| driver snapshot + plan, full buffers, ms at 8 / 64 / 512 | "
+        f"{ms(results['driver_snapshot_plan_full_ms'])} | ≤ 50 at 512 | "
+        f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
+        f"| driver `latestOffset()` (first trigger, "
+        f"{results['driver_latest_offset_buffered_per_partition']:,} buffered/partition), ms at 8 / 64 / 512 | "
+        f"{ms(results['driver_latest_offset_ms'])} | ≤ 50 at 512 | "
+        f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
+        f"| stream reader worker peak RSS (MiB) by backlog (records) | {rss_text} | flat | "
+        f"{yes('driver memory flat in backlog size (spread <= 10% above 2x the buffers)')} |",
+        f"| skew scenario: records dropped behind the watermark, synchronized / -1 | "
+        f"{results['late_dropped_sync']:,} / {results['late_dropped_unsync']:,} "
+        f"(of {results['skew']['0']['read']:,}) | 0 / > 0 | "
+        f"{yes('late_dropped_sync = 0 and late_dropped_unsync > 0')} |",
+        "",
+        f"`make bench` took {results['bench_seconds']:.0f} s; load average "
+        f"{results['load_average_start'][0]:.1f} at start, {results['load_average_end'][0]:.1f} at end "
+        "(other processes on the machine skew the absolute numbers, less so the ratios).",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=os.path.join(HERE, "results.json"))
+    parser.add_argument("--throughput-runs", type=int, default=len(THROUGHPUT_ORDER))
+    parser.add_argument("--raw-runs", type=int, default=5)
+    parser.add_argument("--driver-reps", type=int, default=3)
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
+    os.environ.setdefault("TZ", "UTC")
+    results = run(args)
+    results["targets"] = targets(results)
+    with open(args.output, "w") as handle:
+        json.dump(results, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
