@@ -61,34 +61,61 @@ def pure_planner_ms(partitions: int, buffered: int = DEFAULT_BUFFERED_RECORDS_PE
     )
 
 
+def _fill_synthetically(fetcher, partitions: int, buffered: int) -> dict:
+    """Fill a DriverFetcher's buffers to the bound without Kafka; returns the states used."""
+    from kafkasync_source.fetcher import _PartitionBuffer
+
+    states = synthetic_states(partitions, buffered)
+    with fetcher._lock:
+        for tp, state in states.items():
+            buffer = _PartitionBuffer(state.start, buffered)
+            buffer.offsets[:] = state.offsets
+            buffer.timestamps[:] = state.timestamps
+            buffer.count = buffered
+            buffer.position = state.position
+            buffer.log_end = state.end_offset
+            buffer.paused = True  # full: the fetch thread leaves it alone
+            fetcher._buffers[tp] = buffer
+    return states
+
+
 def driver_full_buffers_ms(bootstrap: str, partitions: int,
-                           buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> float:
-    """snapshot() + plan_batch on a real :class:`DriverFetcher` whose buffers are filled
-    *synthetically* to the bound (producing 512 x 10,000 records into the embedded cluster
-    would take longer than the whole benchmark may). Median of repeated calls."""
-    from array import array
+                           buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> dict:
+    """The driver with its buffers filled *synthetically* to the bound (producing 512 x
+    10,000 records into the embedded cluster would take longer than the whole benchmark may):
 
-    from kafkasync_source.fetcher import DriverFetcher, _PartitionBuffer
+    * ``snapshot_plan_ms``: snapshot() + plan_batch, median of repeated calls;
+    * ``latest_offset_ms``: Spark's whole latestOffset(start) call on a fresh reader (JSON,
+      fetcher repositioning, snapshot, plan, offsets), median of 3.
+    """
+    from kafkasync_source.offsets import PartitionOffset, SyncOffset
 
-    fetcher = DriverFetcher({"bootstrap.servers": bootstrap}, buffer_limit=buffered,
-                            fail_on_data_loss=True)
-    try:
-        with fetcher._lock:
-            for tp, state in synthetic_states(partitions, buffered).items():
-                buffer = _PartitionBuffer(state.start)
-                buffer.offsets = array("q", state.offsets.tobytes())
-                buffer.timestamps = array("q", state.timestamps.tobytes())
-                buffer.position = state.position
-                buffer.log_end = state.end_offset
-                buffer.paused = True  # full: the fetch thread leaves it alone
-                fetcher._buffers[tp] = buffer
-        now = int(time.time() * 1000)
-        return _median_ms(
-            lambda: plan_batch(fetcher.snapshot({}), now_ms=now, max_task_idle_ms=0, idle_since={}),
-            reps=max(5, 200 // partitions),
-        )
-    finally:
-        fetcher.close()
+    options = parse_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "synthetic",
+         "startingOffsets": "earliest"},
+        streaming=True,
+    )
+    latest, snapshot_plan = [], None
+    for rep in range(3):
+        reader = KafkaSyncStreamReader(options, kafka_schema(False))
+        try:
+            fetcher = reader._sync_driver()._fetcher
+            states = _fill_synthetically(fetcher, partitions, buffered)
+            now = int(time.time() * 1000)
+            if snapshot_plan is None:
+                snapshot_plan = _median_ms(
+                    lambda: plan_batch(fetcher.snapshot({}), now_ms=now, max_task_idle_ms=0,
+                                       idle_since={}),
+                    reps=max(5, 200 // partitions),
+                )
+            start = SyncOffset({tp: PartitionOffset(0) for tp in states}).to_json()
+            started = time.perf_counter()
+            end = reader.latestOffset(start, None)
+            latest.append((time.perf_counter() - started) * 1000)
+            assert end != start, "full buffers should cut a batch"
+        finally:
+            reader.stop()
+    return {"snapshot_plan_ms": snapshot_plan, "latest_offset_ms": statistics.median(latest)}
 
 
 def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:

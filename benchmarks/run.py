@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -119,15 +120,32 @@ def _ratio(a: float, b: float) -> float:
 
 
 def run(args) -> dict[str, Any]:
+    started = time.monotonic()
+    results: dict[str, Any] = {"machine": machine_facts(), "load_average_start": os.getloadavg()}
+    workdir = tempfile.mkdtemp(prefix="kafkasync-bench-")
+    tempfile.tempdir = workdir  # checkpoints and Spark scratch: removed at the end
+    ok = False
+    try:
+        _measure(args, results, workdir)
+        ok = True
+    finally:
+        tempfile.tempdir = None
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"Spark's log: {os.path.join(workdir, 'spark.log')}", file=sys.stderr)
+    results["load_average_end"] = os.getloadavg()
+    results["bench_seconds"] = round(time.monotonic() - started, 1)
+    return results
+
+
+def _measure(args, results: dict[str, Any], workdir: str) -> None:
     from benchmarks import planner_bench, raw, skew
     from benchmarks.plot import plot_skew
     from benchmarks.spark_runs import add_listener, run_query
     from benchmarks.workloads import produce_uniform
     from kafkasync_source.testing import MockKafkaCluster
 
-    started = time.monotonic()
-    results: dict[str, Any] = {"machine": machine_facts(), "load_average_start": os.getloadavg()}
-    workdir = tempfile.mkdtemp(prefix="kafkasync-bench-")
     with MockKafkaCluster(brokers=1) as cluster:
         bootstrap = cluster.bootstrap_servers
         _log(f"producing {PARTITIONS} x {RECORDS_PER_PARTITION:,} records of 100 B (+ warm-up, "
@@ -159,11 +177,13 @@ def run(args) -> dict[str, Any]:
         _log("planner and driver path at 8, 64, 512 partitions")
         results["planner_ms"] = {}
         results["driver_snapshot_plan_full_ms"] = {}
+        results["driver_latest_offset_full_ms"] = {}
         results["driver_latest_offset_ms"] = {}
         for partitions in planner_bench.PARTITION_COUNTS:
             results["planner_ms"][partitions] = planner_bench.pure_planner_ms(partitions)
-            results["driver_snapshot_plan_full_ms"][partitions] = planner_bench.driver_full_buffers_ms(
-                bootstrap, partitions)
+            full = planner_bench.driver_full_buffers_ms(bootstrap, partitions)
+            results["driver_snapshot_plan_full_ms"][partitions] = full["snapshot_plan_ms"]
+            results["driver_latest_offset_full_ms"][partitions] = full["latest_offset_ms"]
             path = planner_bench.driver_path_ms(cluster, partitions, reps=args.driver_reps)
             results["driver_latest_offset_ms"][partitions] = path["latest_offset_ms"]
         results["driver_latest_offset_buffered_per_partition"] = planner_bench.DRIVER_RECORDS_PER_PARTITION
@@ -241,16 +261,13 @@ def run(args) -> dict[str, Any]:
             plot_skew([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"))
         finally:
             spark.stop()
-    results["load_average_end"] = os.getloadavg()
-    results["bench_seconds"] = round(time.monotonic() - started, 1)
-    return results
 
 
 def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each target with the measured value and whether it is met."""
     kafkasync_vs_raw = _ratio(results["kafkasync_rps"], results["raw_consume_rps"])
     sync_vs_unsync = _ratio(results["kafkasync_rps"], results["kafkasync_unsync_rps"])
-    per_trigger_512 = max(results["planner_ms"][512], results["driver_snapshot_plan_full_ms"][512],
+    per_trigger_512 = max(results["driver_latest_offset_full_ms"][512],
                           results["driver_latest_offset_ms"][512])
     rss = {int(n): mb for n, mb in results["driver_peak_rss_mb_by_backlog"].items()}
     # Flat: once the backlog exceeds what the driver buffers and prefetches (2 x the buffer
@@ -327,8 +344,10 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['kafkasync_unsync_rps_excluding_tail']:,.0f} rec/s) | | |",
         f"| planner (`plan_batch`, full 10,000-record buffers), ms at 8 / 64 / 512 partitions | "
         f"{ms(results['planner_ms'])} | | |",
-        f"| driver snapshot + plan, full buffers, ms at 8 / 64 / 512 | "
-        f"{ms(results['driver_snapshot_plan_full_ms'])} | ≤ 50 at 512 | "
+        f"| driver snapshot + plan, full buffers (synthetic), ms at 8 / 64 / 512 | "
+        f"{ms(results['driver_snapshot_plan_full_ms'])} | | |",
+        f"| driver `latestOffset()`, full buffers (synthetic), ms at 8 / 64 / 512 | "
+        f"{ms(results['driver_latest_offset_full_ms'])} | ≤ 50 at 512 | "
         f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
         f"| driver `latestOffset()` (first trigger, "
         f"{results['driver_latest_offset_buffered_per_partition']:,} buffered/partition), ms at 8 / 64 / 512 | "
