@@ -91,10 +91,6 @@ class _PartitionBuffer:
             self.staged_offsets.clear()
             self.staged_timestamps.clear()
 
-    def records(self) -> tuple[np.ndarray, np.ndarray]:
-        """Read-only views of the buffered offsets and timestamps (nothing staged)."""
-        return self.offsets[:self.count], self.timestamps[:self.count]
-
     def covers(self, offset: int) -> bool:
         return self.start <= offset <= self.position
 

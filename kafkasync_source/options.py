@@ -84,13 +84,6 @@ class Subscription:
     pattern: Optional[str] = None
     assigned: tuple[TopicPartition, ...] = ()
 
-    def describe(self) -> str:
-        if self.pattern is not None:
-            return f"subscribePattern={self.pattern!r}"
-        if self.assigned:
-            return "assign=" + ",".join(f"{tp.topic}-{tp.partition}" for tp in self.assigned)
-        return "subscribe=" + ",".join(self.topics)
-
 
 OffsetSpec = Union[str, dict[str, dict[int, int]]]
 """``"earliest"``, ``"latest"`` or ``{topic: {partition: offset}}`` with -2/-1 placeholders."""
