@@ -87,24 +87,16 @@ def _spark_session(log_path: str):
     """The shared local session; the JVM's start-up chatter goes to ``log_path``."""
     from kafkasync_source.testing.spark import local_spark_session
 
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 2)  # the JVM (and its Python workers) inherit fd 2
-    try:
-        spark = local_spark_session(
-            "kafkasync-bench",
-            os.path.join(os.path.dirname(log_path), "warehouse"),
-            {
-                "spark.sql.streaming.numRecentProgressUpdates": "100000",
-                "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-                "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
-            },
-        )
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(log_fd)
+    spark = local_spark_session(
+        "kafkasync-bench",
+        os.path.join(os.path.dirname(log_path), "warehouse"),
+        {
+            "spark.sql.streaming.numRecentProgressUpdates": "100000",
+            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+            "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
+        },
+        jvm_log=log_path,
+    )
     from kafkasync_source.source import register
 
     register(spark)

@@ -283,25 +283,16 @@ def _spark_session(log_path: str):
     """One local SparkSession; the JVM's (and its Python workers') stderr goes to log_path."""
     from kafkasync_source.testing.spark import local_spark_session
 
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 2)  # the JVM inherits fd 2: keep its start-up chatter out of the demo
-    try:
-        spark = local_spark_session(
-            "kafkasync-demo",
-            os.path.join(os.path.dirname(log_path), "warehouse"),
-            {
-                "spark.sql.streaming.numRecentProgressUpdates": "1000",
-                # Only batches that read data: no extra batches just to advance the watermark.
-                "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-            },
-        )
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(log_fd)
-    return spark
+    return local_spark_session(
+        "kafkasync-demo",
+        os.path.join(os.path.dirname(log_path), "warehouse"),
+        {
+            "spark.sql.streaming.numRecentProgressUpdates": "1000",
+            # Only batches that read data: no extra batches just to advance the watermark.
+            "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        },
+        jvm_log=log_path,
+    )
 
 
 def _produce(cluster) -> dict:

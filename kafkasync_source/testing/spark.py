@@ -7,12 +7,35 @@ import sys
 from typing import Mapping, Optional
 
 
-def local_spark_session(app_name: str, warehouse_dir: str, conf: Optional[Mapping[str, str]] = None):
+def local_spark_session(
+    app_name: str,
+    warehouse_dir: str,
+    conf: Optional[Mapping[str, str]] = None,
+    *,
+    jvm_log: Optional[str] = None,
+):
     """``local[2]``, UI off, two shuffle partitions, UTC, bound to loopback, quiet logs.
 
     Spark's Python workers must run this interpreter (a virtualenv's workers otherwise fail
-    to connect back), so the worker variables are set before the JVM starts.
+    to connect back), so the worker variables are set before the JVM starts. With
+    ``jvm_log``, the JVM (and the Python workers it starts) write their stderr to that file
+    instead of the terminal: they inherit file descriptor 2 at start-up.
     """
+    if jvm_log is None:
+        return _start(app_name, warehouse_dir, conf)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log_fd = os.open(jvm_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    try:
+        return _start(app_name, warehouse_dir, conf)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log_fd)
+
+
+def _start(app_name: str, warehouse_dir: str, conf: Optional[Mapping[str, str]]):
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
