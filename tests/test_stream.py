@@ -232,3 +232,27 @@ def test_missing_topic_fails_the_query_naming_it(spark, kafka_cluster, tmp_path)
     with pytest.raises(StreamingQueryException, match="no-such-topic-xyz"):
         query.awaitTermination(60)
     query.stop()
+
+
+def test_topics_created_while_running_are_read_from_their_beginning(spark, kafka_cluster, unique_topic, tmp_path):
+    prefix = unique_topic("discovered")
+    kafka_cluster.create_topic(f"{prefix}-a", 1)
+    kafka_cluster.produce(f"{prefix}-a", [Record(0, BASE_TS + i, None, b"a") for i in range(5)])
+    query = CapturedQuery(spark, kafka_cluster.bootstrap_servers, tmp_path / "cp",
+                          subscribePattern=f"{prefix}-.*", partitionDiscoveryIntervalMs=300)
+    try:
+        query.wait(lambda q: len(q.records()) == 5)
+        kafka_cluster.create_topic(f"{prefix}-b", 2)
+        kafka_cluster.produce(f"{prefix}-b", [Record(p, BASE_TS + 10 + i, None, b"b")
+                                              for i in range(4) for p in range(2)])
+        kafka_cluster.produce(f"{prefix}-a", [Record(0, BASE_TS + 20 + i, None, b"a") for i in range(3)])
+        query.wait(lambda q: len(q.records()) == 16)
+        query.wait_for_progress(len([b for b in query.batches.values() if b]))
+    finally:
+        query.stop()
+    keys = Counter((t, p, o) for t, p, o, _ in query.records())
+    assert max(keys.values()) == 1
+    assert sorted(o for (t, p, o) in keys if t == f"{prefix}-b" and p == 1) == [0, 1, 2, 3]
+    last = query.end_offsets()[max(query.end_offsets())]
+    assert last["topics"][f"{prefix}-b"] == {"0": {"offset": 4, "partitionTime": BASE_TS + 13},
+                                             "1": {"offset": 4, "partitionTime": BASE_TS + 13}}
