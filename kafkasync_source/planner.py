@@ -38,6 +38,12 @@ Lag is measured from the fetch *position*, not "last offset + 1", because transa
 compaction leave offset gaps that never fill. For the same reason a partition that contributes all
 of its buffered records ends at its position, so the gap after the last record is committed too.
 
+A partition does not bound T where Kafka Streams would not stop when its queue runs empty: in a
+bounded run, a partition that has buffered everything up to its stop offset (nothing more will
+come); and with ``max.task.idle.ms=0``, in a batch that is already enforced, a partition that is
+caught up (lag 0), since its idle deadline would be "now" as well. So a backlog's tail is one
+enforced batch rather than one small batch per partition running dry.
+
 ``max.task.idle.ms`` keeps Kafka Streams' meaning:
 
 * ``NEVER_WAIT`` (-1): never wait for producers: ``format("kafka")``'s admission. Every partition
@@ -347,6 +353,8 @@ class _Buffer:
     """Offset the fetch must reach for the buffer to be complete; None while unknown."""
     complete: bool
     """Every record below the horizon is buffered, or the buffer is full."""
+    exhausted: bool
+    """Bounded run: every record below the stop offset is buffered; nothing more will come."""
     status: PartitionStatus
     partition_time: int
     has_untimestamped: bool
@@ -430,6 +438,7 @@ def _buffer(state: PartitionState) -> _Buffer:
         lag=lag,
         horizon=horizon,
         complete=complete,
+        exhausted=state.stop_offset is not None and position >= state.stop_offset,
         status=status,
         partition_time=state.partition_time,
         has_untimestamped=has_untimestamped,
@@ -473,17 +482,36 @@ def _first_in_processing_order(
     return taken
 
 
+def _bounds_stream_time(buffer: _Buffer, enforcing_at_once: bool) -> bool:
+    """Whether Kafka Streams would stop when this partition's queue runs empty.
+
+    It would not for a partition that has nothing more to come (its bounded run ends with what
+    is buffered), nor, while it is already enforcing with ``max.task.idle.ms=0``, for one
+    that is caught up (lag 0): that one's deadline is "now" too. A partly fetched partition's
+    largest timestamp is not known yet, so it bounds nothing (see ``unfetched`` in plan_batch).
+    """
+    if not buffer.complete or buffer.exhausted:
+        return False
+    return not (enforcing_at_once and buffer.lag == 0)
+
+
 def _synchronized_contributions(
-    buffers: Mapping[TopicPartition, _Buffer], ready: list[TopicPartition], limits: BatchLimits
+    buffers: Mapping[TopicPartition, _Buffer],
+    ready: list[TopicPartition],
+    limits: BatchLimits,
+    enforcing_at_once: bool,
 ) -> dict[TopicPartition, int]:
     """How many records each ready partition contributes to a synchronized batch.
 
-    The bound is T = min over *complete* partitions of their largest effective timestamp (a
-    partly fetched partition's largest timestamp is not known yet), lowered by
-    ``max_stream_time_step_ms``; then ``max_records`` keeps the first records in processing
-    order. The caller checks that no partly fetched partition gave all it had.
+    The bound is T = min of the largest effective timestamp over the partitions where Kafka
+    Streams would stop (:func:`_bounds_stream_time`), lowered by ``max_stream_time_step_ms``;
+    then ``max_records`` keeps the first records in processing order. The caller checks that
+    no partly fetched partition gave all it had.
     """
-    bounds = [buffers[tp].max_effective_timestamp for tp in ready if buffers[tp].complete]
+    bounds = [
+        buffers[tp].max_effective_timestamp
+        for tp in ready if _bounds_stream_time(buffers[tp], enforcing_at_once)
+    ]
     if limits.max_stream_time_step_ms is not None:
         # From where the stream stands, or from the next record if the data jumps ahead.
         base = max(
@@ -599,21 +627,25 @@ def plan_batch(
     else:
         ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
         if ready and not any(status in _BLOCKING_STATUSES for status in statuses.values()):
-            contributions = _synchronized_contributions(buffers, ready, limits)
+            enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
+            contributions = _synchronized_contributions(
+                buffers, ready, limits, enforcing_at_once=enforced and max_task_idle_ms == 0
+            )
             # A partly fetched partition that gives all it has may have more to give: wait.
             unfetched = [
                 tp for tp in ready
                 if not buffers[tp].complete and contributions[tp] == buffers[tp].offsets.size
             ]
             statuses.update({tp: PartitionStatus.WAITING_FOR_FETCH for tp in unfetched})
-            if not unfetched:
+            if unfetched:
+                enforced = False
+            else:
                 # Partitions without records (idle, finished) move over their offset gaps too.
                 ends = {
                     tp: (_contribution_end(buffer, contributions.get(tp, 0)),
                          contributions.get(tp, 0))
                     for tp, buffer in buffers.items()
                 }
-                enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
     moves_over_gap = False
     if not any(records for _, records in ends.values()):
         # Spark's split counts offsets, so a cap can fall on a gap: that batch still runs.
