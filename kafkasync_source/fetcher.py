@@ -143,6 +143,11 @@ class DriverFetcher:
                 "auto.offset.reset": "error" if fail_on_data_loss else "earliest",
                 # Cap librdkafka's prefetch so driver memory does not grow with the backlog.
                 "queued.max.messages.kbytes": 16_384,
+                # librdkafka backs off fetching for 1 s (its default) whenever the prefetch
+                # queue holds more than queued.min.messages; this thread drains it at once, so
+                # with the default the driver sat idle for most of a backlog: measured on the
+                # 8 x 40,000 backlog, 220k -> 550-700k records/s.
+                "fetch.queue.backoff.ms": 10,
             }
         )
         self._lock = threading.Lock()
