@@ -207,24 +207,31 @@ class DriverFetcher:
             [KafkaTopicPartition(tp.topic, tp.partition, b.position) for tp, b in self._buffers.items()]
         )
 
-    def snapshot(self, partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, PartitionState]:
+    def snapshot(
+        self,
+        partition_times: Mapping[TopicPartition, int],
+        horizons: Optional[Callable[[TopicPartition, Optional[int]], Optional[int]]] = None,
+    ) -> dict[TopicPartition, PartitionState]:
         """What the planner needs of every partition, taken under the lock. The arrays are
-        views that never change afterwards (see :class:`_PartitionBuffer`)."""
+        views that never change afterwards (see :class:`_PartitionBuffer`). ``horizons``
+        gives a partition's fetch horizon from its known end offset."""
         with self._lock:
             if self._error is not None:
                 raise self._error
-            return {
-                tp: PartitionState(
+            states = {}
+            for tp, buffer in self._buffers.items():
+                end_offset = self._known_log_end(tp, buffer)
+                states[tp] = PartitionState(
                     start=buffer.start,
                     offsets=buffer.offsets[:buffer.count],
                     timestamps=buffer.timestamps[:buffer.count],
                     position=buffer.position,
-                    end_offset=self._known_log_end(tp, buffer),
+                    end_offset=end_offset,
                     partition_time=partition_times.get(tp, NO_TIMESTAMP),
+                    fetch_horizon=horizons(tp, end_offset) if horizons else None,
                     buffer_full=buffer.full,
                 )
-                for tp, buffer in self._buffers.items()
-            }
+            return states
 
     def buffered(self) -> dict[TopicPartition, int]:
         with self._lock:

@@ -66,7 +66,7 @@ _JAAS_PLAIN = re.compile(
 
 BYTES_PER_BUFFERED_RECORD = 16
 """The driver keeps an int64 offset and an int64 timestamp per fetched, not yet emitted record."""
-DEFAULT_DRIVER_BUFFER_BYTES = 64 * 1024 * 1024
+DEFAULT_DRIVER_BUFFER_BYTES = 32 * 1024 * 1024
 _DRIVER_BUFFER_BYTES_RANGE = (1024 * 1024, 64 * 1024 * 1024 * 1024)
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # format("kafka")'s maxTriggerDelay default, 15m
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000

@@ -519,8 +519,9 @@ def _synchronized_contributions(
             min(buffers[tp].head_effective_timestamp() for tp in ready),
         )
         bounds.append(base + limits.max_stream_time_step_ms)
+    bound = min(bounds) if bounds else None
     contributions = {
-        tp: _records_up_to(buffers[tp], min(bounds)) if bounds else int(buffers[tp].offsets.size)
+        tp: int(buffers[tp].offsets.size) if bound is None else _records_up_to(buffers[tp], bound)
         for tp in ready
     }
     if limits.max_records is not None and sum(contributions.values()) > limits.max_records:
@@ -664,10 +665,13 @@ def plan_batch(
         partition_time = state.partition_time
         if records:
             taken = buffer.timestamps[:records]
-            partition_time = max(partition_time, int(taken.max()))
-            # The batch's stream time: the largest effective timestamp it processes.
-            batch_time = int(buffer.processing_keys(records)[-1])
-            stream_time = batch_time if stream_time is None else max(stream_time, batch_time)
+            newest = int(taken.max())
+            partition_time = max(partition_time, newest)
+            # The batch's stream time: the largest effective timestamp it processes (an
+            # untimestamped record's is the partition time before it).
+            if buffer.has_untimestamped and bool((taken == NO_TIMESTAMP).any()):
+                newest = max(newest, state.partition_time)
+            stream_time = newest if stream_time is None else max(stream_time, newest)
         decisions[tp] = PartitionDecision(
             status=statuses[tp],
             end=end,

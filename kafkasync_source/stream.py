@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -150,7 +149,7 @@ class SyncDriver:
         fetching = start.next_offsets() if stop_offsets is None else unfinished(start, stop_offsets)
         self._fetcher.position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
-        states = self._horizon.apply(start, self._fetcher.snapshot(partition_times))
+        states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
         if stop_offsets is not None:
             states = bounded_states(start, states, stop_offsets)
         # A bounded run must end, so minOffsetsPerTrigger never holds it back (Spark's
@@ -243,18 +242,18 @@ class _FetchHorizon:
         self._start: Optional[dict[TopicPartition, int]] = None
         self._ends: dict[TopicPartition, int] = {}
 
-    def apply(
-        self, start: SyncOffset, states: Mapping[TopicPartition, PartitionState]
-    ) -> dict[TopicPartition, PartitionState]:
+    def from_start(self, start: SyncOffset) -> Callable[[TopicPartition, Optional[int]], Optional[int]]:
+        """A partition's horizon for a batch from ``start``, given its end offset known now."""
         starts = start.next_offsets()
         if starts != self._start:
             self._start, self._ends = starts, {}
-        for tp, state in states.items():
-            if tp not in self._ends and state.end_offset is not None:
-                self._ends[tp] = state.end_offset
-        return {
-            tp: replace(state, fetch_horizon=self._ends.get(tp)) for tp, state in states.items()
-        }
+
+        def horizon(tp: TopicPartition, end_offset: Optional[int]) -> Optional[int]:
+            if tp not in self._ends and end_offset is not None:
+                self._ends[tp] = end_offset
+            return self._ends.get(tp)
+
+        return horizon
 
 
 def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream_time: int) -> int:
