@@ -64,24 +64,26 @@ def proportional_ends(
 @dataclass
 class TriggerDelay:
     """``minOffsetsPerTrigger`` / ``maxTriggerDelay``: Spark's ``delayBatch``, with the clock
-    passed in. Holds the time of the last batch it let through (Spark's ``lastTriggerMillis``)."""
+    passed in. Spark restarts its clock (``lastTriggerMillis``) whenever it lets a trigger
+    through, which for its source always has the latest offsets at hand; kafkasync's first
+    triggers often find nothing fetched yet, so the clock restarts when a batch really runs.
+    As in Spark it starts at 0: the first batch is never delayed."""
 
     min_offsets: int
     max_delay_ms: int
-    last_trigger_ms: int = 0
+    last_batch_ms: int = 0
 
     def should_delay(self, available_offsets: int, now_ms: int) -> bool:
-        """Whether to skip this trigger: fewer than ``min_offsets`` new offsets are available
-        and ``max_delay_ms`` has not passed since the last batch. Not delaying counts as a
-        batch (the clock restarts), as in Spark."""
-        if now_ms - self.last_trigger_ms >= self.max_delay_ms:
-            self.last_trigger_ms = now_ms
-            return False
-        if available_offsets < self.min_offsets:
-            return True
-        self.last_trigger_ms = now_ms
-        return False
+        """Whether to hold the batch: fewer than ``min_offsets`` new offsets are available and
+        ``max_delay_ms`` has not passed since the last batch."""
+        return (
+            now_ms - self.last_batch_ms < self.max_delay_ms
+            and available_offsets < self.min_offsets
+        )
 
-    def deadline_ms(self) -> Optional[int]:
-        """When a delayed batch will run at the latest (for the live report)."""
-        return self.last_trigger_ms + self.max_delay_ms if self.last_trigger_ms else None
+    def batch_started(self, now_ms: int) -> None:
+        self.last_batch_ms = now_ms
+
+    def deadline_ms(self) -> int:
+        """When a held batch runs at the latest (for the live report)."""
+        return self.last_batch_ms + self.max_delay_ms

@@ -168,6 +168,8 @@ class SyncDriver:
         self.last_cut, self.last_states = cut, states
         if not cut.has_batch:
             return start
+        if self._trigger_delay is not None:
+            self._trigger_delay.batch_started(self._clock())
         if cut.enforced:
             logger.info(
                 "kafkasync: enforced processing — gave up waiting for idle partition(s) %s "
