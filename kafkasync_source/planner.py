@@ -392,6 +392,10 @@ def _apply_stop_offset(
     offsets, timestamps = state.offsets, state.timestamps
     position, end_offset = state.position, state.end_offset
     horizon = state.end_offset if state.fetch_horizon is None else state.fetch_horizon
+    if horizon is not None and state.end_offset is not None:
+        # Never past what can be read now: under read_committed the readable end (the last
+        # stable offset) can lie below a horizon taken from the high watermark.
+        horizon = min(horizon, state.end_offset)
     if state.stop_offset is None:
         return offsets, timestamps, position, end_offset, horizon
     limit = max(state.stop_offset, state.start)

@@ -1009,6 +1009,18 @@ def test_horizon_reached_or_full_buffer_makes_a_partition_complete(partial):
     assert records_of(cut) == {tp(0): 2, tp(1): 2}
 
 
+def test_horizon_never_lies_past_what_can_be_read_now():
+    # An open transaction: the readable end (last stable offset, 2) is below the horizon taken
+    # from the high watermark (9); the partition is caught up with what it can read.
+    cut = plan({tp(0): state([1, 2, 3]), tp(1): state([1, 2], end_offset=2, fetch_horizon=9)})
+    assert cut.has_batch and records_of(cut) == {tp(0): 2, tp(1): 2}
+    never_wait = plan(
+        {tp(0): state([1, 2, 3]), tp(1): state([1, 2], end_offset=2, fetch_horizon=9)},
+        max_task_idle_ms=NEVER_WAIT,
+    )
+    assert never_wait.end_offsets == {tp(0): 3, tp(1): 2}
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     partition_logs=logs(distinct=False, max_records=10),
