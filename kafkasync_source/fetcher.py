@@ -18,6 +18,16 @@ Lag follows KIP-695's ``currentLag``: the log end offset the client already know
 responses and end-of-partition events) minus the fetch *position* — never "last offset + 1",
 because transaction markers and compaction leave offset gaps that would keep such a lag above
 zero forever. No remote call is made per planning decision.
+
+"Log end" is what this consumer can read: the high watermark under ``read_uncommitted``, the
+last stable offset (LSO) under ``read_committed``, where a fetch stops at the first offset of
+the oldest open transaction. librdkafka caches only the high watermark for the application
+(``get_watermark_offsets(cached=True)`` returns ``rktp_hi_offset``); the LSO shows up as the
+offset of the end-of-partition event, which librdkafka raises when the fetch position reaches
+the fetch response's end offset — the LSO under read_committed, the high watermark otherwise
+(``rd_kafka_fetch_reply_handle_partition`` in rdkafka_fetcher.c). Measuring against the high
+watermark there would keep an open transaction's partition "waiting for fetch" until the
+transaction ends (up to ``transaction.max.timeout.ms``), stalling every batch.
 """
 
 from __future__ import annotations
@@ -47,6 +57,26 @@ _FATAL_PARTITION_ERRORS = {
     KafkaError._UNKNOWN_PARTITION: "the topic or partition no longer exists",
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "the client is not authorized to read the topic",
 }
+
+
+def readable_end(
+    *, read_committed: bool, eof_offset: Optional[int], position: int, high_watermark: int
+) -> Optional[int]:
+    """The log end to measure a partition's lag against (None: not known yet).
+
+    ``eof_offset`` is the offset of the partition's last end-of-partition event: the high
+    watermark under read_uncommitted, the LSO under read_committed. ``high_watermark`` is the
+    one librdkafka cached from its last fetch response (-1 before any).
+
+    read_committed: once the fetch position has caught up with the last end-of-partition
+    event, that event's offset is the LSO, and the records between it and the high watermark
+    (an open transaction) cannot be read yet: lag 0, not "waiting for fetch". Records fetched
+    past it mean the LSO has moved on; until the next end-of-partition event, the high
+    watermark says whether more is coming."""
+    if read_committed and eof_offset is not None and eof_offset >= position:
+        return eof_offset
+    known = [end for end in (high_watermark, eof_offset) if end is not None and end >= 0]
+    return max(known) if known else None
 
 
 class KafkaSyncFetchError(RuntimeError):
@@ -117,6 +147,8 @@ class DriverFetcher:
         fail_on_data_loss: bool,
     ) -> None:
         self._buffer_limit = buffer_limit
+        # librdkafka's own default when unset (kafkasync's options always set it).
+        self._read_committed = client_config.get("isolation.level", "read_committed") == "read_committed"
         self._consumer = Consumer(
             {
                 **client_config,
@@ -207,15 +239,17 @@ class DriverFetcher:
             return {tp: len(buffer) for tp, buffer in self._buffers.items()}
 
     def _known_log_end(self, tp: TopicPartition, buffer: _PartitionBuffer) -> Optional[int]:
-        """The high watermark librdkafka learnt from its last fetch response (no remote call)."""
+        """The end of what this consumer can read, as far as known without a remote call."""
         try:
             _, high = self._consumer.get_watermark_offsets(
                 KafkaTopicPartition(tp.topic, tp.partition), cached=True
             )
         except KafkaException:
             high = -1
-        known = [end for end in (high, buffer.log_end) if end is not None and end >= 0]
-        return max(known) if known else None
+        return readable_end(
+            read_committed=self._read_committed, eof_offset=buffer.log_end,
+            position=buffer.position, high_watermark=high,
+        )
 
     def _run(self) -> None:
         while not self._stopping.is_set():

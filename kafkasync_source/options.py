@@ -58,6 +58,11 @@ _SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential")
 # One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
 _JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
 
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
+"""As the Java consumer behind ``format("kafka")`` (``isolation.level`` default
+``read_uncommitted``, Kafka consumer configs), not librdkafka's ``read_committed`` default
+(librdkafka CONFIGURATION.md): a query moved to kafkasync sees the same records."""
 
 DEFAULT_BUFFERED_RECORDS_PER_PARTITION = 10_000
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
@@ -222,6 +227,13 @@ def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
             )
         config.setdefault("sasl.username", pairs["username"])
         config.setdefault("sasl.password", pairs["password"])
+    isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise KafkaSyncOptionError(
+            f"Option 'kafka.isolation.level' must be 'read_uncommitted' (default, as "
+            f"format(\"kafka\")) or 'read_committed'; got {config['isolation.level']!r}."
+        )
+    config["isolation.level"] = isolation
     return config
 
 

@@ -60,6 +60,12 @@ class KafkaSyncDataSource(DataSource):
                                       durable
     autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
                                       autostop   created (1 partition, compact) if missing
+    kafka.isolation.level             read_un-   ``read_uncommitted`` as format("kafka")'s Java
+                                      committed  consumer (not librdkafka's read_committed
+                                                 default); with ``read_committed`` lag is
+                                                 measured against the last stable offset (an
+                                                 open transaction makes a partition idle, not
+                                                 stuck)
     kafka.*                                      passed to librdkafka (``kafka.`` stripped);
                                                  ``kafka.sasl.jaas.config`` PLAIN/SCRAM lines
                                                  are translated

@@ -32,7 +32,8 @@ def test_option_names_are_case_insensitive_and_kafka_prefix_is_stripped():
         streaming=True,
     )
     assert options.subscription.topics == ("a", "b")
-    assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000"}
+    assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000",
+                                     "isolation.level": "read_uncommitted"}
     assert options.include_headers is True
 
 
@@ -139,6 +140,14 @@ def test_jaas_config_takes_the_password_before_the_username():
     options = parse(**{"kafka.sasl.jaas.config": jaas})
     assert options.client_config["sasl.username"] == "alice"
     assert options.client_config["sasl.password"] == "pw-first"
+
+
+def test_isolation_level_defaults_to_read_uncommitted_like_format_kafka():
+    assert parse().client_config["isolation.level"] == "read_uncommitted"
+    committed = parse(**{"kafka.isolation.level": "READ_COMMITTED"})
+    assert committed.client_config["isolation.level"] == "read_committed"
+    with pytest.raises(KafkaSyncOptionError, match=r"'kafka\.isolation\.level'.*'sometimes'"):
+        parse(**{"kafka.isolation.level": "sometimes"})
 
 
 @pytest.mark.parametrize(
