@@ -53,7 +53,16 @@ _FORBIDDEN_CLIENT_SETTINGS = {
     "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
 }
 
-_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential")
+_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")
+
+SPARK_OPTIONS_REDACTION_REGEX = (
+    r"(?i)^kafka\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
+)
+"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` options whose
+values are secrets. Spark prints a data source's options in ``explain()`` and the UI, masking
+only those whose name or value matches that regex (default ``(?i)url``) or
+``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
+``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
 
 # One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
 _JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
@@ -203,6 +212,15 @@ def redact(config: Mapping[str, str]) -> dict[str, str]:
         key: ("***" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value)
         for key, value in config.items()
     }
+
+
+def scrub(text: str, config: Mapping[str, str]) -> str:
+    """``text`` with every secret value of ``config`` masked: for messages built from
+    client errors, which kafkasync does not control."""
+    for key, value in config.items():
+        if value and len(value) >= 4 and redact({key: value})[key] != value:
+            text = text.replace(value, "***")
+    return text
 
 
 def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
