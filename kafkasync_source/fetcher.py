@@ -95,7 +95,7 @@ class _PartitionBuffer:
     """
 
     __slots__ = ("start", "position", "offsets", "timestamps", "count", "staged_offsets",
-                 "staged_timestamps", "paused", "overflowed", "log_end")
+                 "staged_timestamps", "paused", "overflowed", "log_end", "moved_back")
 
     def __init__(self, start: int, capacity: int) -> None:
         self.start = start
@@ -108,6 +108,9 @@ class _PartitionBuffer:
         self.paused = False
         self.overflowed = False  # records past the bound were discarded: re-seek on resume
         self.log_end: Optional[int] = None
+        # Offset the log restarted at below ``position`` (topic deleted and recreated, or
+        # truncated): nothing more is buffered until the driver repositions the partition.
+        self.moved_back: Optional[int] = None
 
     def __len__(self) -> int:
         return self.count
@@ -251,6 +254,26 @@ class DriverFetcher:
             position=buffer.position, high_watermark=high,
         )
 
+    def logs_moved_back(self) -> dict[TopicPartition, tuple[int, int]]:
+        """``{partition: (fetch position, offset the log now restarts at)}`` for partitions whose
+        log moved below the fetch position since the last call (failOnDataLoss=false only:
+        otherwise librdkafka's offset reset is an error). The caller repositions them."""
+        with self._lock:
+            return {
+                tp: (buffer.position, buffer.moved_back)
+                for tp, buffer in self._buffers.items() if buffer.moved_back is not None
+            }
+
+    def _describe_log(self, topic: str, partition: int) -> str:
+        """", the log now holds offsets [low, high)" as librdkafka last saw it, if it did."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                KafkaTopicPartition(topic, partition), cached=True
+            )
+        except KafkaException:
+            return ""
+        return f"; the log now holds offsets [{low}, {high})" if 0 <= low <= high else ""
+
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._has_work.wait(timeout=1.0)
@@ -284,7 +307,9 @@ class DriverFetcher:
                     continue
                 if error is None:
                     offset = message.offset()
-                    if offset < buffer.position or buffer.overflowed:
+                    if offset < buffer.position or buffer.overflowed or buffer.moved_back is not None:
+                        if offset < buffer.position and not buffer.overflowed and buffer.moved_back is None:
+                            buffer.moved_back = offset  # an older record: the log moved back
                         continue
                     if buffer.count >= self._buffer_limit:
                         buffer.overflowed = True
@@ -297,13 +322,18 @@ class DriverFetcher:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     # Every record below the high watermark has been seen: the fetch position is
                     # the log end even when offset gaps (markers, compaction) precede it.
+                    if message.offset() < buffer.position and not buffer.overflowed:
+                        if buffer.moved_back is None:
+                            buffer.moved_back = message.offset()  # the log ends below us
+                        continue
                     if not buffer.overflowed:
                         buffer.position = max(buffer.position, message.offset())
                     buffer.log_end = message.offset()
                 elif error.code() in _FATAL_PARTITION_ERRORS:
                     self._error = KafkaSyncFetchError(
                         f"kafkasync cannot read {message.topic()}-{message.partition()} at offset "
-                        f"{buffer.position}: {_FATAL_PARTITION_ERRORS[error.code()]} ({error.str()})."
+                        f"{buffer.position}: {_FATAL_PARTITION_ERRORS[error.code()]}"
+                        f"{self._describe_log(message.topic(), message.partition())} ({error.str()})."
                         + (" Set failOnDataLoss=false to continue from the log start."
                            if error.code() in (KafkaError._AUTO_OFFSET_RESET,
                                                KafkaError.OFFSET_OUT_OF_RANGE) else "")

@@ -9,15 +9,17 @@ them at query start and at most once per partition-discovery interval — never 
 from __future__ import annotations
 
 import re
-from typing import Mapping
+import time
+from typing import Iterable, Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.options import EARLIEST, LATEST, OffsetSpec, Subscription
 from kafkasync_source.planner import TopicPartition
 
 _METADATA_TIMEOUT_S = 30.0
+_GONE_CONFIRM_S = 1.0
 
 
 class KafkaSyncTopicError(ValueError):
@@ -77,6 +79,10 @@ class OffsetReader:
             )
         return found
 
+    def gone(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """The partitions among ``partitions`` that no longer exist (see :func:`partitions_gone`)."""
+        return partitions_gone(self._consumer, partitions)
+
     def watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start offset, log end offset) per partition, asked of the leaders."""
         result = {}
@@ -135,3 +141,30 @@ class OffsetReader:
     def _describe_cluster(metadata: object) -> str:
         brokers = getattr(metadata, "brokers", {}) or {}
         return f"cluster {getattr(metadata, 'cluster_id', '?')} ({len(brokers)} broker(s))"
+
+
+def partitions_gone(consumer: Consumer, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions that no longer exist: their topic is missing from the cluster's metadata
+    (or reported UNKNOWN_TOPIC_OR_PART), or has fewer partitions now (it was deleted and
+    recreated; Kafka never shrinks a topic). A topic with any other error (e.g.
+    LEADER_NOT_AVAILABLE in an election) is not gone. Two metadata answers a second apart
+    must agree, so one broker's stale view cannot drop a partition."""
+    suspects = sorted(partitions)
+    for attempt in range(2):
+        if attempt:
+            time.sleep(_GONE_CONFIRM_S)
+        topics = consumer.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        suspects = [tp for tp in suspects if _absent(topics.get(tp.topic), tp.partition)]
+        if not suspects:
+            break
+    return suspects
+
+
+def _absent(topic: Optional[object], partition: int) -> bool:
+    """Whether metadata says a partition does not exist (not merely: is unavailable now)."""
+    if topic is None:
+        return True
+    error = getattr(topic, "error", None)
+    if error is not None:
+        return error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    return partition not in getattr(topic, "partitions", {})
