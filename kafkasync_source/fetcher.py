@@ -20,6 +20,16 @@ Lag follows KIP-695's ``currentLag``: the log end offset the client already know
 responses and end-of-partition events) minus the fetch *position* — never "last offset + 1",
 because transaction markers and compaction leave offset gaps that would keep such a lag above
 zero forever. No remote call is made per planning decision.
+
+"Log end" is what this consumer can read: the high watermark under ``read_uncommitted``, the
+last stable offset (LSO) under ``read_committed``, where a fetch stops at the first offset of
+the oldest open transaction. librdkafka caches only the high watermark for the application
+(``get_watermark_offsets(cached=True)`` returns ``rktp_hi_offset``); the LSO shows up as the
+offset of the end-of-partition event, which librdkafka raises when the fetch position reaches
+the fetch response's end offset — the LSO under read_committed, the high watermark otherwise
+(``rd_kafka_fetch_reply_handle_partition`` in rdkafka_fetcher.c). Measuring against the high
+watermark there would keep an open transaction's partition "waiting for fetch" until the
+transaction ends (up to ``transaction.max.timeout.ms``), stalling every batch.
 """
 
 from __future__ import annotations
@@ -51,6 +61,26 @@ _FATAL_PARTITION_ERRORS = {
 }
 
 
+def readable_end(
+    *, read_committed: bool, eof_offset: Optional[int], position: int, high_watermark: int
+) -> Optional[int]:
+    """The log end to measure a partition's lag against (None: not known yet).
+
+    ``eof_offset`` is the offset of the partition's last end-of-partition event: the high
+    watermark under read_uncommitted, the LSO under read_committed. ``high_watermark`` is the
+    one librdkafka cached from its last fetch response (-1 before any).
+
+    read_committed: once the fetch position has caught up with the last end-of-partition
+    event, that event's offset is the LSO, and the records between it and the high watermark
+    (an open transaction) cannot be read yet: lag 0, not "waiting for fetch". Records fetched
+    past it mean the LSO has moved on; until the next end-of-partition event, the high
+    watermark says whether more is coming."""
+    if read_committed and eof_offset is not None and eof_offset >= position:
+        return eof_offset
+    known = [end for end in (high_watermark, eof_offset) if end is not None and end >= 0]
+    return max(known) if known else None
+
+
 class KafkaSyncFetchError(RuntimeError):
     """The driver's fetcher hit an error it cannot recover from; the message names the partition."""
 
@@ -67,7 +97,8 @@ class _PartitionBuffer:
     """
 
     __slots__ = ("start", "position", "capacity", "offsets", "timestamps", "count",
-                 "staged_offsets", "staged_timestamps", "paused", "overflowed", "log_end")
+                 "staged_offsets", "staged_timestamps", "paused", "overflowed", "log_end",
+                 "moved_back")
 
     def __init__(self, start: int, capacity: int) -> None:
         self.start = start
@@ -82,6 +113,9 @@ class _PartitionBuffer:
         self.paused = False
         self.overflowed = False  # records past the bound were discarded: re-seek on resume
         self.log_end: Optional[int] = None
+        # Offset the log restarted at below ``position`` (topic deleted and recreated, or
+        # truncated): nothing more is buffered until the driver repositions the partition.
+        self.moved_back: Optional[int] = None
 
     def __len__(self) -> int:
         return self.count
@@ -133,6 +167,8 @@ class DriverFetcher:
         fail_on_data_loss: bool,
     ) -> None:
         self._buffer_capacity = buffer_capacity  # records per partition, given the partition count
+        # librdkafka's own default when unset (kafkasync's options always set it).
+        self._read_committed = client_config.get("isolation.level", "read_committed") == "read_committed"
         self._consumer = Consumer(
             {
                 **client_config,
@@ -238,15 +274,37 @@ class DriverFetcher:
             return {tp: len(buffer) for tp, buffer in self._buffers.items()}
 
     def _known_log_end(self, tp: TopicPartition, buffer: _PartitionBuffer) -> Optional[int]:
-        """The high watermark librdkafka learnt from its last fetch response (no remote call)."""
+        """The end of what this consumer can read, as far as known without a remote call."""
         try:
             _, high = self._consumer.get_watermark_offsets(
                 KafkaTopicPartition(tp.topic, tp.partition), cached=True
             )
         except KafkaException:
             high = -1
-        known = [end for end in (high, buffer.log_end) if end is not None and end >= 0]
-        return max(known) if known else None
+        return readable_end(
+            read_committed=self._read_committed, eof_offset=buffer.log_end,
+            position=buffer.position, high_watermark=high,
+        )
+
+    def logs_moved_back(self) -> dict[TopicPartition, tuple[int, int]]:
+        """``{partition: (fetch position, offset the log now restarts at)}`` for partitions whose
+        log moved below the fetch position since the last call (failOnDataLoss=false only:
+        otherwise librdkafka's offset reset is an error). The caller repositions them."""
+        with self._lock:
+            return {
+                tp: (buffer.position, buffer.moved_back)
+                for tp, buffer in self._buffers.items() if buffer.moved_back is not None
+            }
+
+    def _describe_log(self, topic: str, partition: int) -> str:
+        """", the log now holds offsets [low, high)" as librdkafka last saw it, if it did."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                KafkaTopicPartition(topic, partition), cached=True
+            )
+        except KafkaException:
+            return ""
+        return f"; the log now holds offsets [{low}, {high})" if 0 <= low <= high else ""
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -281,7 +339,9 @@ class DriverFetcher:
                     continue
                 if error is None:
                     offset = message.offset()
-                    if offset < buffer.position or buffer.overflowed:
+                    if offset < buffer.position or buffer.overflowed or buffer.moved_back is not None:
+                        if offset < buffer.position and not buffer.overflowed and buffer.moved_back is None:
+                            buffer.moved_back = offset  # an older record: the log moved back
                         continue
                     if buffer.count >= buffer.capacity:
                         buffer.overflowed = True
@@ -294,13 +354,18 @@ class DriverFetcher:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     # Every record below the high watermark has been seen: the fetch position is
                     # the log end even when offset gaps (markers, compaction) precede it.
+                    if message.offset() < buffer.position and not buffer.overflowed:
+                        if buffer.moved_back is None:
+                            buffer.moved_back = message.offset()  # the log ends below us
+                        continue
                     if not buffer.overflowed:
                         buffer.position = max(buffer.position, message.offset())
                     buffer.log_end = message.offset()
                 elif error.code() in _FATAL_PARTITION_ERRORS:
                     self._error = KafkaSyncFetchError(
                         f"kafkasync cannot read {message.topic()}-{message.partition()} at offset "
-                        f"{buffer.position}: {_FATAL_PARTITION_ERRORS[error.code()]} ({error.str()})."
+                        f"{buffer.position}: {_FATAL_PARTITION_ERRORS[error.code()]}"
+                        f"{self._describe_log(message.topic(), message.partition())} ({error.str()})."
                         + (" Set failOnDataLoss=false to continue from the log start."
                            if error.code() in (KafkaError._AUTO_OFFSET_RESET,
                                                KafkaError.OFFSET_OUT_OF_RANGE) else "")

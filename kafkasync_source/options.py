@@ -58,11 +58,25 @@ _FORBIDDEN_CLIENT_SETTINGS = {
     "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
 }
 
-_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential")
+_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")
 
-_JAAS_PLAIN = re.compile(
-    r"""username\s*=\s*"(?P<user>[^"]*)"\s+password\s*=\s*"(?P<password>[^"]*)\"""", re.S
+SPARK_OPTIONS_REDACTION_REGEX = (
+    r"(?i)^kafka\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
 )
+"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` options whose
+values are secrets. Spark prints a data source's options in ``explain()`` and the UI, masking
+only those whose name or value matches that regex (default ``(?i)url``) or
+``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
+``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
+
+# One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
+_JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
+"""As the Java consumer behind ``format("kafka")`` (``isolation.level`` default
+``read_uncommitted``, Kafka consumer configs), not librdkafka's ``read_committed`` default
+(librdkafka CONFIGURATION.md): a query moved to kafkasync sees the same records."""
 
 BYTES_PER_BUFFERED_RECORD = 16
 """The driver keeps an int64 offset and an int64 timestamp per fetched, not yet emitted record."""
@@ -237,6 +251,15 @@ def redact(config: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def scrub(text: str, config: Mapping[str, str]) -> str:
+    """``text`` with every secret value of ``config`` masked: for messages built from
+    client errors, which kafkasync does not control."""
+    for key, value in config.items():
+        if value and len(value) >= 4 and redact({key: value})[key] != value:
+            text = text.replace(value, "***")
+    return text
+
+
 def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
     config = {key[len("kafka."):]: value for key, value in lowered.items() if key.startswith("kafka.")}
     if not config.get("bootstrap.servers", "").strip():
@@ -250,15 +273,22 @@ def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
     if jaas is not None:
         # Java clients configure SASL/PLAIN and SCRAM through a JAAS line; librdkafka takes
         # the same credentials as two settings. Translate so Spark users' configs carry over.
-        match = _JAAS_PLAIN.search(jaas)
-        if match is None:
+        pairs = {m.group("name"): m.group("value") for m in _JAAS_PAIR.finditer(jaas)}
+        if "username" not in pairs or "password" not in pairs:
             raise KafkaSyncOptionError(
                 "Option 'kafka.sasl.jaas.config' could not be translated: kafkasync understands "
-                'the form \'... username="..." password="...";\' (PLAIN/SCRAM); set '
-                "'kafka.sasl.username' and 'kafka.sasl.password' instead."
+                'the form \'... username="..." password="...";\' (PLAIN/SCRAM, in any order); '
+                "set 'kafka.sasl.username' and 'kafka.sasl.password' instead."
             )
-        config.setdefault("sasl.username", match.group("user"))
-        config.setdefault("sasl.password", match.group("password"))
+        config.setdefault("sasl.username", pairs["username"])
+        config.setdefault("sasl.password", pairs["password"])
+    isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise KafkaSyncOptionError(
+            f"Option 'kafka.isolation.level' must be 'read_uncommitted' (default, as "
+            f"format(\"kafka\")) or 'read_committed'; got {config['isolation.level']!r}."
+        )
+    config["isolation.level"] = isolation
     return config
 
 
@@ -276,25 +306,21 @@ def _subscription(lowered: Mapping[str, str]) -> Subscription:
             raise KafkaSyncOptionError("Option 'subscribe' needs a comma-separated topic list.")
         return Subscription(topics=topics)
     if kind == "subscribepattern":
-        try:
-            re.compile(value)
-        except re.error as err:
-            raise KafkaSyncOptionError(f"Option 'subscribePattern' is not a valid regex: {err}.")
         if not value:
             raise KafkaSyncOptionError("Option 'subscribePattern' must not be empty.")
-        return Subscription(pattern=value)
+        return Subscription(pattern=java_regex_to_python(value))
+    assign_form = 'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}'
     try:
         parsed = json.loads(value)
-        assigned = tuple(
-            TopicPartition(str(topic), int(partition))
-            for topic, partitions in parsed.items()
-            for partition in partitions
-        )
-    except (ValueError, TypeError, AttributeError):
-        raise KafkaSyncOptionError(
-            'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}; '
-            f"got {value!r}."
-        ) from None
+    except ValueError:
+        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.") from None
+    if not isinstance(parsed, dict) or not all(isinstance(p, list) for p in parsed.values()):
+        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.")
+    assigned = tuple(
+        TopicPartition(topic, _json_integer(partition, "assign", f"partition of topic {topic!r}"))
+        for topic, partitions in parsed.items()
+        for partition in partitions
+    )
     if not assigned:
         raise KafkaSyncOptionError("Option 'assign' names no partitions.")
     return Subscription(assigned=tuple(sorted(set(assigned))))
@@ -310,18 +336,23 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
                 + " or ".join(repr(a) for a in allowed) + " or a JSON offset map."
             )
         return value.lower()
+    form = (
+        f"Option '{display}' must be 'earliest', 'latest' or JSON like "
+        '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest)'
+    )
     try:
         parsed = json.loads(value)
-        spec = {
-            str(topic): {int(p): int(o) for p, o in partitions.items()}
-            for topic, partitions in parsed.items()
+    except ValueError:
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.") from None
+    if not isinstance(parsed, dict) or not all(isinstance(p, dict) for p in parsed.values()):
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.")
+    spec = {
+        topic: {
+            _partition_key(p, display, topic): _json_integer(o, display, f"offset of {topic}-{p}")
+            for p, o in partitions.items()
         }
-    except (ValueError, TypeError, AttributeError):
-        raise KafkaSyncOptionError(
-            f"Option '{display}' must be 'earliest', 'latest' or JSON like "
-            '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest); '
-            f"got {value!r}."
-        ) from None
+        for topic, partitions in parsed.items()
+    }
     for topic, partitions in spec.items():
         for partition, offset in partitions.items():
             if offset < EARLIEST:
@@ -334,6 +365,53 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
                     f"Option 'endingOffsets': -2 (earliest) is not allowed ({topic}-{partition})."
                 )
     return spec
+
+
+def _json_integer(value: object, display: str, what: str) -> int:
+    """An integer written as a JSON number. ``int()`` would turn ``true`` into 1 and ``0.9``
+    into 0 — a read of the wrong partition or offset instead of an error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KafkaSyncOptionError(
+            f"Option '{display}': the {what} must be an integer JSON number; got {json.dumps(value)}."
+        )
+    return value
+
+
+def _partition_key(key: str, display: str, topic: str) -> int:
+    """A partition number as a JSON object key: a string of decimal digits, e.g. ``"0"``."""
+    if not re.fullmatch(r"[0-9]+", key):
+        raise KafkaSyncOptionError(
+            f"Option '{display}': partition {key!r} of topic {topic!r} must be a non-negative "
+            'integer, e.g. {"' + topic + '":{"0":23}}.'
+        )
+    return int(key)
+
+
+# Java's ``(?<name>...)`` and ``\k<name>``; not the look-behinds ``(?<=`` and ``(?<!``.
+_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?=[A-Za-z])")
+_JAVA_NAMED_BACKREF = re.compile(r"\\k<([A-Za-z][A-Za-z0-9]*)>")
+_JAVA_QUOTE = re.compile(r"\\Q(.*?)(?:\\E|$)", re.S)
+
+
+def java_regex_to_python(pattern: str) -> str:
+    """Translate ``subscribePattern`` (a ``java.util.regex`` pattern in Spark) to Python ``re``.
+
+    Translated: named groups ``(?<name>...)``, named back-references ``\\k<name>`` and
+    ``\\Q...\\E`` quoting. Possessive quantifiers and atomic groups need Python >= 3.11.
+    Java-only constructs such as ``\\p{Alpha}`` classes, ``[a-z&&[^e]]`` intersections and
+    ``\\G`` are not translated: Python rejects most of them, and the error names the option."""
+    python = _JAVA_QUOTE.sub(lambda m: re.escape(m.group(1)), pattern)
+    python = _JAVA_NAMED_GROUP.sub("(?P<", python)
+    python = _JAVA_NAMED_BACKREF.sub(r"(?P=\1)", python)
+    try:
+        re.compile(python)
+    except re.error as err:
+        raise KafkaSyncOptionError(
+            f"Option 'subscribePattern' {pattern!r} is not a regex kafkasync can use: {err}. "
+            "Java's named groups, \\k<name> and \\Q...\\E are translated; Java-only "
+            "constructs such as \\p{...} classes and [..&&..] intersections are not supported."
+        ) from None
+    return python
 
 
 def _autostop(lowered: Mapping[str, str], streaming: Optional[bool]) -> tuple[str, Optional[str], str]:

@@ -9,7 +9,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.options import LATEST, SourceOptions, parse_options
+from kafkasync_source.options import LATEST, SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
 from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
@@ -70,6 +70,12 @@ class KafkaSyncDataSource(DataSource):
                                       durable
     autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
                                       autostop   created (1 partition, compact) if missing
+    kafka.isolation.level             read_un-   ``read_uncommitted`` as format("kafka")'s Java
+                                      committed  consumer (not librdkafka's read_committed
+                                                 default); with ``read_committed`` lag is
+                                                 measured against the last stable offset (an
+                                                 open transaction makes a partition idle, not
+                                                 stuck)
     kafka.*                                      passed to librdkafka (``kafka.`` stripped);
                                                  ``kafka.sasl.jaas.config`` PLAIN/SCRAM lines
                                                  are translated
@@ -143,5 +149,19 @@ class KafkaSyncBatchReader(DataSourceReader):
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``format("kafkasync")`` explicitly (installed packages are found without it)."""
+    """Register ``format("kafkasync")`` explicitly (installed packages are found without it),
+    and have Spark mask kafkasync's secret options in plans (see :func:`redact_secret_options`)."""
+    redact_secret_options(spark)
     spark.dataSource.register(KafkaSyncDataSource)
+
+
+def redact_secret_options(spark: SparkSession) -> None:
+    """Extend ``spark.sql.redaction.options.regex`` to the ``kafka.*`` secret options.
+
+    A data source cannot change how Spark prints its options in ``explain()``, the SQL UI or
+    event logs: Spark masks the options that match this session conf (or
+    ``spark.redaction.regex``), and nothing else. The user's own pattern is kept."""
+    key = "spark.sql.redaction.options.regex"
+    current = spark.conf.get(key)
+    if SPARK_OPTIONS_REDACTION_REGEX not in current:
+        spark.conf.set(key, f"{current}|{SPARK_OPTIONS_REDACTION_REGEX}" if current else SPARK_OPTIONS_REDACTION_REGEX)

@@ -47,7 +47,7 @@ from kafkasync_source.planner import (
     plan_batch,
 )
 from kafkasync_source.rate_limit import TriggerDelay
-from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
+from kafkasync_source.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader, split_ranges
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -138,14 +138,19 @@ class SyncDriver:
         # Spark asks for the next batch only once the one ending at ``start`` is complete, and
         # calls commit() for it only when it constructs the next one: keep the group current.
         self.commit(start)
-        discovered = (
-            self._discover_new_partitions(start) if stop_offsets is None
-            else missing_partitions(start, stop_offsets, self._offset_reader)
+        partitions = (
+            self._refresh_partitions(start) if stop_offsets is None
+            else {**start.partitions, **missing_partitions(start, stop_offsets, self._offset_reader)}
         )
-        if discovered:
-            # New partitions enter the offsets through a batch of their own, so every later
-            # batch has a logged start for them (replays stay exact).
-            return start.with_partitions({**start.partitions, **discovered})
+        if partitions.keys() != start.partitions.keys():
+            # New partitions enter (and deleted ones leave) the offsets through a batch of
+            # their own, so every later batch has a logged start for them (replays stay exact).
+            return start.with_partitions(partitions)
+        moved_back = self._fetcher.logs_moved_back()
+        if moved_back:
+            restarted = start.with_partitions({**start.partitions, **_moved_back(start, moved_back)})
+            self._fetcher.position_at(restarted.next_offsets())
+            return restarted
         fetching = start.next_offsets() if stop_offsets is None else unfinished(start, stop_offsets)
         self._fetcher.position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
@@ -219,20 +224,77 @@ class SyncDriver:
             previous_stream_time=start.stream_time,
         )
 
-    def _discover_new_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
+    def _refresh_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
+        """``start``'s partitions, plus the ones created since, minus the deleted ones; looked
+        up at most once per ``partitionDiscoveryIntervalMs``."""
         now = self._clock()
         if now < self._next_discovery_ms:
-            return {}
+            return dict(start.partitions)
         self._next_discovery_ms = now + self._options.partition_discovery_interval_ms
         current = self._offset_reader.partitions(self._options.subscription, must_exist=False)
+        missing = [tp for tp in start.partitions if tp not in current]
+        gone = self._offset_reader.gone(missing) if missing else []
+        if gone:
+            self._report_gone(start, gone)
+        partitions = {tp: offset for tp, offset in start.partitions.items() if tp not in gone}
         new = [tp for tp in current if tp not in start.partitions]
-        if not new:
-            return {}
-        # As Spark's Kafka source does: partitions that appear while a query runs are read
-        # from their beginning, so none of their records is missed.
-        marks = self._offset_reader.watermarks(new)
-        logger.info("kafkasync: new partition(s) %s", ", ".join(f"{t}-{p}" for t, p in new))
-        return {tp: PartitionOffset(marks[tp][0]) for tp in new}
+        if new:
+            # As Spark's Kafka source does: partitions that appear while a query runs are read
+            # from their beginning, so none of their records is missed.
+            marks = self._offset_reader.watermarks(new)
+            logger.info("kafkasync: new partition(s) %s", ", ".join(f"{t}-{p}" for t, p in new))
+            partitions.update({tp: PartitionOffset(marks[tp][0]) for tp in new})
+        return partitions
+
+    def _report_gone(self, start: SyncOffset, gone: list[TopicPartition]) -> None:
+        """Deleted partitions leave the offsets. As format("kafka") does (KafkaMicroBatchStream
+        .planInputPartitions: "... are gone. Some data may have been missed", through
+        reportDataLoss), that is data loss — unless every record of theirs had been read,
+        which kafkasync knows from the log end it last saw."""
+        unread = []
+        for tp in gone:
+            state = self.last_states.get(tp)
+            next_offset = start.partitions[tp].next_offset
+            if state is None or state.end_offset is None or next_offset < state.end_offset:
+                end = "unknown" if state is None or state.end_offset is None else state.end_offset
+                unread.append(f"{tp.topic}-{tp.partition} (next offset {next_offset}, log end {end})")
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in gone)
+        if not unread:
+            logger.info("kafkasync: partition(s) %s were deleted after being read to their end; "
+                        "they leave the offsets.", names)
+            return
+        message = (f"kafkasync: partition(s) {', '.join(unread)} no longer exist (topic deleted) "
+                   "while records of theirs were still unread; some data may have been missed.")
+        if self._options.fail_on_data_loss:
+            raise KafkaSyncDataLossError(
+                message + " Set failOnDataLoss=false to drop deleted partitions and continue."
+            )
+        logger.warning("%s Dropping them (failOnDataLoss=false).", message)
+
+
+def _moved_back(
+    start: SyncOffset, moved_back: Mapping[TopicPartition, tuple[int, int]]
+) -> dict[TopicPartition, PartitionOffset]:
+    """Restart partitions whose log now ends below the query's position (topic deleted and
+    recreated, or truncated) at the log's new start, with a data-loss warning naming them:
+    format("kafka") reports it too ("offset was changed from X to Y, some data may have been
+    missed", KafkaMicroBatchStream) but then continues from the new log's end, skipping the
+    records the new log already holds. A batch ending at a lower offset reads nothing for that
+    partition (the range [start, end) is empty) and moves it back."""
+    restarted = {}
+    for tp, (position, restart) in sorted(moved_back.items()):
+        if tp not in start.partitions:
+            continue
+        logger.warning(
+            "kafkasync: %s-%d moved backwards: the query stands at offset %d (fetched up to "
+            "%d) but the log now restarts at %d (topic deleted and recreated, or truncated). "
+            "Continuing from offset %d (failOnDataLoss=false); records of the old log from "
+            "offset %d on that were not read are lost.",
+            tp.topic, tp.partition, start.partitions[tp].next_offset, position, restart, restart,
+            start.partitions[tp].next_offset,
+        )
+        restarted[tp] = PartitionOffset(restart, start.partitions[tp].partition_time)
+    return restarted
 
 
 class _FetchHorizon:

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from kafkasync_source.fetcher import DriverFetcher
+from kafkasync_source.fetcher import DriverFetcher, readable_end
 from kafkasync_source.planner import TopicPartition
 from kafkasync_source.testing import Record
 
@@ -83,3 +83,18 @@ def test_unknown_end_offset_until_the_first_fetch_answers(fresh_cluster):
         assert arrived.offsets.tolist() == [0]
     finally:
         fetcher.close()
+
+
+def test_read_committed_lag_is_measured_against_the_last_stable_offset():
+    """An open transaction from offset 8 on: the high watermark is 414, but a read_committed
+    fetch ends at 8 (the LSO, reported by the end-of-partition event). The embedded cluster
+    has no LSO of its own (its fetch answers LSO = high watermark and does not filter aborted
+    records), so this is tested on the rule; integration/ tests it on a real broker."""
+    stalled = dict(eof_offset=8, position=8, high_watermark=414)
+    assert readable_end(read_committed=True, **stalled) == 8
+    assert readable_end(read_committed=False, **stalled) == 414
+    # Records fetched past the last end-of-partition event: the LSO moved on.
+    assert readable_end(read_committed=True, eof_offset=8, position=20, high_watermark=414) == 414
+    # Nothing known yet, or only the cached high watermark.
+    assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=-1) is None
+    assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=5) == 5
