@@ -1,0 +1,216 @@
+"""End-to-end: rate limits (issue 9) on the embedded cluster, read back from the offset log.
+
+* Both backfill shapes of :mod:`kafkasync_source.testing.backfills` with maxOffsetsPerTrigger=200
+  and a 10-minute watermark: synchronized drops nothing and no batch exceeds 200 records; ``-1``
+  drops records, and every batch ends where Spark's proportional split says.
+* maxEventTimePerTrigger bounds each batch's stream-time step; minOffsetsPerTrigger holds a batch
+  until maxTriggerDelay; bad values fail at query start naming the option.
+* Same data, same batches: three runs over one finished backlog with a 100 ms broker round trip
+  cut identical batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+from kafkasync_source.planner import TopicPartition
+from kafkasync_source.rate_limit import proportional_ends
+from kafkasync_source.source import register
+from kafkasync_source.testing import Record
+from kafkasync_source.testing.backfills import SHAPES, MINUTE_MS
+
+WATERMARK = "10 minutes"
+WINDOW = "5 minutes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kafkasync_registered(spark):
+    register(spark)
+
+
+def logged_batches(checkpoint) -> list[dict]:
+    """Every batch's kafkasync end offset from the checkpoint's offset log, in batch order."""
+    folder = os.path.join(str(checkpoint), "offsets")
+    batches = sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+    ends = []
+    for batch in batches:
+        with open(os.path.join(folder, str(batch))) as log:
+            source = log.read().splitlines()[2]  # version, batch metadata, then our source
+        ends.append(json.loads(source))
+    return ends
+
+
+def next_offsets(offset: dict) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(topic, int(partition)): entry["offset"]
+        for topic, partitions in offset["topics"].items()
+        for partition, entry in partitions.items()
+    }
+
+
+def run_windowed_count(spark, bootstrap, topics, checkpoint, trigger=None, **options):
+    """A watermarked 5-minute window count per topic; returns (rows dropped, progress list)."""
+    reader = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topics).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    counts = (reader.load().withWatermark("timestamp", WATERMARK)
+              .groupBy(F.window("timestamp", WINDOW), "topic").count())
+    query = (counts.writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(**(trigger or {"availableNow": True})).start())
+    query.awaitTermination(240)
+    assert not query.isActive, "the bounded run did not finish"
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    dropped = sum(op.get("numRowsDroppedByWatermark", 0)
+                  for p in progress for op in p.get("stateOperators", []))
+    return dropped, progress
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_synchronized_cap_drops_nothing_and_never_exceeds_the_cap(
+    spark, kafka_cluster, unique_topic, tmp_path, shape
+):
+    backfill = SHAPES[shape](kafka_cluster, unique_topic(shape))
+    dropped, progress = run_windowed_count(
+        spark, kafka_cluster.bootstrap_servers, backfill.subscribe, tmp_path / "cp",
+        maxOffsetsPerTrigger=200,
+    )
+    rows = [p["numInputRows"] for p in progress if p["numInputRows"]]
+    assert sum(rows) == backfill.records
+    assert max(rows) <= 200 and len(rows) >= backfill.records // 200
+    assert dropped == 0
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_never_wait_splits_the_cap_like_format_kafka_and_loses_records(
+    spark, kafka_cluster, unique_topic, tmp_path, shape
+):
+    backfill = SHAPES[shape](kafka_cluster, unique_topic(shape))
+    checkpoint = tmp_path / "cp"
+    dropped, _ = run_windowed_count(
+        spark, kafka_cluster.bootstrap_servers, backfill.subscribe, checkpoint,
+        maxOffsetsPerTrigger=200, **{"max.task.idle.ms": -1},
+    )
+    log_ends = {
+        TopicPartition(topic, partition): high
+        for topic in backfill.topics
+        for partition, (_, high) in kafka_cluster.end_offsets(topic).items()
+    }
+    start = {tp: 0 for tp in log_ends}
+    for end in map(next_offsets, logged_batches(checkpoint)):
+        assert end == proportional_ends(200, start, log_ends)
+        start = end
+    assert start == log_ends
+    assert dropped > 0, "format(\"kafka\")'s split races one partition ahead on this shape"
+
+
+def test_max_event_time_per_trigger_bounds_each_batch_and_drops_nothing(
+    spark, kafka_cluster, unique_topic, tmp_path
+):
+    backfill = SHAPES["spans"](kafka_cluster, unique_topic("spans"))
+    checkpoint = tmp_path / "cp"
+    dropped, progress = run_windowed_count(
+        spark, kafka_cluster.bootstrap_servers, backfill.subscribe, checkpoint,
+        maxEventTimePerTrigger="30 minutes",
+    )
+    assert dropped == 0
+    assert sum(p["numInputRows"] for p in progress) == backfill.records
+    stream_times = [batch["streamTime"] for batch in logged_batches(checkpoint)]
+    # 12 h of event time in steps of at most 30 minutes (topic b starts 10 h in: no gap to jump).
+    assert len(stream_times) >= 24
+    first = backfill.first_timestamp_ms
+    steps = [b - a for a, b in zip([first] + stream_times, stream_times)]
+    assert max(steps) <= 30 * MINUTE_MS
+
+
+def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
+    spark, kafka_cluster, topic_factory, tmp_path
+):
+    topic = topic_factory(1)
+    base = int(time.time() * 1000) - 3_600_000
+    kafka_cluster.produce(topic, [Record(0, base + i, None, b"v") for i in range(20)])
+    batches: dict[int, tuple[float, int]] = {}
+
+    def sink(frame, batch_id):
+        batches[batch_id] = (time.monotonic(), frame.count())
+
+    query = (spark.readStream.format("kafkasync")
+             .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("minOffsetsPerTrigger", "1000").option("maxTriggerDelay", "4s")
+             .load().writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 60
+        while not any(rows for _, rows in batches.values()):
+            assert time.monotonic() < deadline and query.exception() is None
+            time.sleep(0.1)
+        first_at = max(at for at, rows in batches.values() if rows)  # never held: the first batch
+        kafka_cluster.produce(topic, [Record(0, base + 100 + i, None, b"v") for i in range(10)])
+        while sum(rows for _, rows in batches.values()) < 30:
+            assert time.monotonic() < deadline and query.exception() is None
+            time.sleep(0.1)
+        second_at = max(at for at, rows in batches.values() if rows)
+        assert second_at - first_at >= 3.5, "10 < 1000 new offsets: held for maxTriggerDelay"
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("maxOffsetsPerTrigger", "0"), ("maxOffsetsPerTrigger", "-5"), ("maxOffsetsPerTrigger", "many"),
+     ("minOffsetsPerTrigger", "1.5"), ("maxTriggerDelay", "soon"), ("maxTriggerDelay", "-1s"),
+     ("maxEventTimePerTrigger", "0 minutes"), ("maxEventTimePerTrigger", "3 fortnights"),
+     ("driver.buffer.bytes", "12"), ("buffered.records.per.partition", "1e12")],
+)
+def test_bad_rate_limit_values_fail_at_query_start_naming_the_option(spark, kafka_cluster, option, value):
+    reader = (spark.readStream.format("kafkasync")
+              .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+              .option("subscribe", "t").option(option, value))
+    with pytest.raises(Exception, match=f"'{option}'"):
+        reader.load().writeStream.format("noop").start().stop()
+
+
+@pytest.mark.mock_brokers(1)
+@pytest.mark.parametrize(
+    "trigger, options",
+    [({"processingTime": "0 seconds"}, {"buffered.records.per.partition": 60}),
+     ({"availableNow": True}, {"maxOffsetsPerTrigger": 90})],
+    ids=["streaming-full-buffers", "available-now-capped"],
+)
+def test_same_data_same_batches_with_a_slow_broker(spark, fresh_cluster, tmp_path, trigger, options):
+    """Three runs over one finished backlog, 100 ms round trips: identical batch boundaries
+    (before, the cut depended on how much the background fetch had buffered)."""
+    fresh_cluster.create_topic("slow", 2)
+    base = int(time.time() * 1000) - 3_600_000
+    fresh_cluster.produce("slow", [
+        Record(p, base + i * (1_000 if p == 0 else 2_500), None, b"x" * 1_000)
+        for i in range(200) for p in range(2)
+    ])
+    fresh_cluster.set_rtt(1, 100)
+    runs = []
+    for run in range(3):
+        checkpoint = tmp_path / f"cp{run}"
+        query = (spark.readStream.format("kafkasync")
+                 .option("kafka.bootstrap.servers", fresh_cluster.bootstrap_servers)
+                 .option("subscribe", "slow").option("startingOffsets", "earliest")
+                 .options(**{k: str(v) for k, v in options.items()})
+                 .load().writeStream.format("noop")
+                 .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+        deadline = time.monotonic() + 120
+        while sum(p["numInputRows"] for p in map(lambda q: json.loads(q.json), query.recentProgress)) < 400:
+            assert time.monotonic() < deadline and query.exception() is None
+            if "availableNow" in trigger and not query.isActive:
+                break
+            time.sleep(0.1)
+        query.stop()
+        runs.append([next_offsets(batch) for batch in logged_batches(checkpoint)])
+    assert runs[0] == runs[1] == runs[2]
+    assert len(runs[0]) > 3, "the backlog was cut into several batches"
