@@ -87,8 +87,9 @@ belong in the batch, and it holds the batch back as WAITING_FOR_FETCH.
 Rate limits
 -----------
 ``BatchLimits.max_stream_time_step_ms`` (``maxEventTimePerTrigger``) lowers T to at most that
-much past ``max(previous stream time, smallest head timestamp)``: a backfill becomes a sequence
-of bounded event-time slices, and a gap in event time is jumped rather than stepped through.
+much past the previous stream time: a backfill becomes a sequence of bounded event-time slices.
+Where no record lies within one step (a gap in event time, or the first batch), the slice starts
+at the oldest head record instead, so a gap is jumped rather than stepped through.
 ``BatchLimits.max_records`` (``maxOffsetsPerTrigger``) then keeps the first N records in Kafka
 Streams' processing order (the head with the smallest timestamp first, ties to the lower
 topic-partition), so a capped batch is a prefix of what Kafka Streams processes and stream time
@@ -516,13 +517,14 @@ def _synchronized_contributions(
         buffers[tp].max_effective_timestamp
         for tp in ready if _bounds_stream_time(buffers[tp], enforcing_at_once)
     ]
-    if limits.max_stream_time_step_ms is not None:
-        # From where the stream stands, or from the next record if the data jumps ahead.
-        base = max(
-            limits.previous_stream_time,
-            min(buffers[tp].head_effective_timestamp() for tp in ready),
-        )
-        bounds.append(base + limits.max_stream_time_step_ms)
+    step = limits.max_stream_time_step_ms
+    if step is not None:
+        # From where the stream stands; across a gap with no record within one step (or on
+        # the first batch), from the oldest head record instead.
+        oldest_head = min(buffers[tp].head_effective_timestamp() for tp in ready)
+        previous = limits.previous_stream_time
+        base = previous if oldest_head <= previous + step else oldest_head
+        bounds.append(base + step)
     bound = min(bounds) if bounds else None
     contributions = {
         tp: int(buffers[tp].offsets.size) if bound is None else _records_up_to(buffers[tp], bound)

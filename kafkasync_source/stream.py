@@ -40,6 +40,7 @@ from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import SourceOptions
 from kafkasync_source.planner import (
     NO_TIMESTAMP,
+    WAIT_FOREVER,
     BatchLimits,
     Cut,
     PartitionState,
@@ -364,14 +365,18 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def getDefaultReadLimit(self) -> Any:
         """As format("kafka"): ReadMinRows with minOffsetsPerTrigger, else ReadMaxRows with
-        maxOffsetsPerTrigger, else ReadAllAvailable (PySpark has no composite limit; whichever
-        is returned, ``latestOffset`` applies all configured limits unless Spark passes
-        ReadAllAvailable)."""
+        maxOffsetsPerTrigger, else ReadAllAvailable. PySpark has no composite limit, so
+        ``latestOffset`` applies every configured limit unless Spark passes ReadAllAvailable,
+        which it does where a trigger must read everything (Trigger.Once). For that to mean
+        anything, ReadAllAvailable is never the default while an option limits batches:
+        maxEventTimePerTrigger alone (no ReadLimit expresses it) reports ReadMaxRows(Long.MAX)."""
         rate = self._options.rate_limits
         if rate.min_offsets_per_trigger is not None:
             return ReadMinRows(rate.min_offsets_per_trigger)
         if rate.max_offsets_per_trigger is not None:
             return ReadMaxRows(rate.max_offsets_per_trigger)
+        if rate.max_event_time_per_trigger_ms is not None:
+            return ReadMaxRows(WAIT_FOREVER)
         return ReadAllAvailable()
 
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:

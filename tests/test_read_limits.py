@@ -65,10 +65,13 @@ def backlog(kafka_cluster, topic_factory):
         ({"maxOffsetsPerTrigger": 7}, ReadMaxRows(7)),
         ({"minOffsetsPerTrigger": 5}, ReadMinRows(5)),
         ({"minOffsetsPerTrigger": 5, "maxOffsetsPerTrigger": 7}, ReadMinRows(5)),
+        # No ReadLimit expresses it, but it must not look like "read everything".
+        ({"maxEventTimePerTrigger": "1h", "max.task.idle.ms": 0}, ReadMaxRows(9223372036854775807)),
     ],
 )
 def test_default_read_limit_follows_format_kafka(kafka_cluster, options, expected):
-    assert reader_for(kafka_cluster, "unused", **options).getDefaultReadLimit() == expected
+    reader = reader_for(kafka_cluster, "unused", **options)
+    assert reader.getDefaultReadLimit() == expected
 
 
 def test_the_cap_applies_to_the_default_limit_and_read_all_available_lifts_it(kafka_cluster, backlog):
