@@ -34,6 +34,11 @@ _KNOWN_OPTIONS = {
     "includeheaders",
     "max.task.idle.ms",
     "buffered.records.per.partition",
+    "driver.buffer.bytes",
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "maxeventtimepertrigger",
     "maxrecordsperpartition",
     "kafkaconsumer.polltimeoutms",
     "partitiondiscoveryintervalms",
@@ -73,7 +78,11 @@ DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
 ``read_uncommitted``, Kafka consumer configs), not librdkafka's ``read_committed`` default
 (librdkafka CONFIGURATION.md): a query moved to kafkasync sees the same records."""
 
-DEFAULT_BUFFERED_RECORDS_PER_PARTITION = 10_000
+BYTES_PER_BUFFERED_RECORD = 16
+"""The driver keeps an int64 offset and an int64 timestamp per fetched, not yet emitted record."""
+DEFAULT_DRIVER_BUFFER_BYTES = 32 * 1024 * 1024
+_DRIVER_BUFFER_BYTES_RANGE = (1024 * 1024, 64 * 1024 * 1024 * 1024)
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # format("kafka")'s maxTriggerDelay default, 15m
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
@@ -116,7 +125,11 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_task_idle_ms: int = 0
-    buffered_records_per_partition: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+    driver_buffer_bytes: int = DEFAULT_DRIVER_BUFFER_BYTES
+    """Bound on the driver's buffered (offset, timestamp) pairs across all partitions."""
+    buffered_records_per_partition: Optional[int] = None
+    """Optional further bound per partition (default: the budget split evenly)."""
+    rate_limits: "RateLimitOptions" = field(default_factory=lambda: RateLimitOptions())
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
@@ -130,6 +143,24 @@ class SourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
+
+    def buffer_capacity(self, partitions: int) -> int:
+        """Records the driver may buffer per partition when it reads ``partitions`` of them."""
+        capacity = self.driver_buffer_bytes // BYTES_PER_BUFFERED_RECORD // max(1, partitions)
+        if self.buffered_records_per_partition is not None:
+            capacity = min(capacity, self.buffered_records_per_partition)
+        return max(1, capacity)
+
+
+@dataclass(frozen=True)
+class RateLimitOptions:
+    """``maxOffsetsPerTrigger`` / ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` (format("kafka")'s
+    names and meanings) and kafkasync's ``maxEventTimePerTrigger``; None where not set."""
+
+    max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_event_time_per_trigger_ms: Optional[int] = None
 
 
 def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> SourceOptions:
@@ -175,6 +206,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             "read nothing); use an offset or -2 (earliest)."
         )
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
+    max_task_idle_ms = _max_task_idle_ms(lowered.get("max.task.idle.ms", "0"))
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     return SourceOptions(
         subscription=_subscription(lowered),
@@ -184,10 +216,15 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         ending_offsets=ending,
         fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
         include_headers=_boolean(lowered, "includeheaders", "includeHeaders", False),
-        max_task_idle_ms=_max_task_idle_ms(lowered.get("max.task.idle.ms", "0")),
-        buffered_records_per_partition=_positive_int(
-            lowered, "buffered.records.per.partition", DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+        max_task_idle_ms=max_task_idle_ms,
+        driver_buffer_bytes=_bounded_int(
+            lowered, "driver.buffer.bytes", DEFAULT_DRIVER_BUFFER_BYTES, _DRIVER_BUFFER_BYTES_RANGE
         ),
+        buffered_records_per_partition=_bounded_int(
+            lowered, "buffered.records.per.partition", None,
+            (1, _DRIVER_BUFFER_BYTES_RANGE[1] // BYTES_PER_BUFFERED_RECORD),
+        ),
+        rate_limits=_rate_limits(lowered, streaming, max_task_idle_ms),
         max_records_per_partition=_positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
@@ -429,17 +466,95 @@ def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) 
 def _positive_int(
     lowered: Mapping[str, str], key: str, default: int, *, display: Optional[str] = None
 ) -> int:
+    number = _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
+    assert number is not None
+    return number
+
+
+_RATE_LIMIT_OPTIONS = {
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "maxeventtimepertrigger": "maxEventTimePerTrigger",
+}
+
+
+def _rate_limits(
+    lowered: Mapping[str, str], streaming: Optional[bool], max_task_idle_ms: int
+) -> RateLimitOptions:
+    """The per-trigger limits; they apply to streaming queries (AvailableNow included)."""
+    given = [display for key, display in _RATE_LIMIT_OPTIONS.items() if key in lowered]
+    if streaming is False and given:
+        raise KafkaSyncOptionError(
+            f"Option '{given[0]}' applies to streaming queries only; a batch read (spark.read) "
+            "returns every record between its starting and ending offsets."
+        )
+    if "maxeventtimepertrigger" in lowered and max_task_idle_ms == NEVER_WAIT:
+        raise KafkaSyncOptionError(
+            "Option 'maxEventTimePerTrigger' bounds the stream time of synchronized batches; it "
+            "cannot be combined with max.task.idle.ms=-1, which does not synchronize."
+        )
+    limits = RateLimitOptions(
+        max_offsets_per_trigger=_bounded_int(
+            lowered, "maxoffsetspertrigger", None, (1, WAIT_FOREVER), display="maxOffsetsPerTrigger"
+        ),
+        min_offsets_per_trigger=_bounded_int(
+            lowered, "minoffsetspertrigger", None, (1, WAIT_FOREVER), display="minOffsetsPerTrigger"
+        ),
+        max_trigger_delay_ms=_duration_ms(
+            lowered, "maxtriggerdelay", "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
+        ),
+        max_event_time_per_trigger_ms=_duration_ms(
+            lowered, "maxeventtimepertrigger", "maxEventTimePerTrigger", None
+        ),
+    )
+    return limits
+
+
+# Spark's time strings (JavaUtils.timeSuffixes: us, ms, s, m/min, h, d; a bare number is ms),
+# plus the spelled-out units of an interval ("30 minutes"), which read better in an option.
+_DURATION = re.compile(r"(\d+)\s*([a-z]*)")
+_DURATION_UNITS_MS = {
+    "": 1, "ms": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+def _duration_ms(
+    lowered: Mapping[str, str], key: str, display: str, default: Optional[int]
+) -> Optional[int]:
     value = lowered.get(key)
     if value is None:
         return default
+    match = _DURATION.fullmatch(value.strip().lower())
+    unit_ms = _DURATION_UNITS_MS.get(match.group(2)) if match else None
+    milliseconds = int(match.group(1)) * unit_ms if match and unit_ms else 0
+    if milliseconds <= 0 or milliseconds > WAIT_FOREVER:
+        raise KafkaSyncOptionError(
+            f"Option '{display}' must be a positive duration such as '500ms', '30s', '15m', "
+            f"'2h', '1d' or '30 minutes'; got {value!r}."
+        )
+    return milliseconds
+
+
+def _bounded_int(
+    lowered: Mapping[str, str], key: str, default: Optional[int], bounds: tuple[int, int],
+    *, display: Optional[str] = None,
+) -> Optional[int]:
+    value = lowered.get(key)
+    if value is None:
+        return default
+    low, high = bounds
     try:
         number = int(value.strip())
     except ValueError:
-        number = 0
-    if number <= 0:
-        raise KafkaSyncOptionError(
-            f"Option '{display or key}' must be a positive integer; got {value!r}."
-        )
+        number = low - 1
+    if not low <= number <= high:
+        allowed = "a positive integer" if bounds == (1, WAIT_FOREVER) else f"an integer from {low} to {high}"
+        raise KafkaSyncOptionError(f"Option '{display or key}' must be {allowed}; got {value!r}.")
     return number
 
 

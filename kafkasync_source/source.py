@@ -35,14 +35,24 @@ class KafkaSyncDataSource(DataSource):
                                       earliest   -1 latest)
                                       (batch)
     endingOffsets (batch only)        latest     ``latest`` / JSON
-    max.task.idle.ms                  0          -1 never wait (like format("kafka")); 0 wait
-                                                 for fetches, not producers; N wait up to N ms
-                                                 for an idle partition; 9223372036854775807
-                                                 wait forever
+    max.task.idle.ms                  0          -1 never wait: format("kafka")'s admission
+                                                 (with maxOffsetsPerTrigger, its proportional
+                                                 split); 0 wait for fetches, not producers; N
+                                                 wait up to N ms for an idle partition;
+                                                 9223372036854775807 wait forever
+    maxOffsetsPerTrigger              none       records per batch (format("kafka")'s name);
+                                                 synchronized: the first N in Kafka Streams'
+                                                 order; -1: Spark's proportional split
+    minOffsetsPerTrigger              none       hold a batch until this many new offsets ...
+    maxTriggerDelay                   15m        ... or this long since the last batch
+    maxEventTimePerTrigger            none       duration (``30 minutes``): a batch advances
+                                                 stream time at most this far (not with -1)
     failOnDataLoss                    true       fail when needed records are gone
     includeHeaders                    false      add ``headers`` array<struct<key,value>>
-    buffered.records.per.partition    10000      driver buffer bound per partition (also the
-                                                 most a partition adds to one batch)
+    driver.buffer.bytes               67108864   driver buffer for all partitions (16 bytes a
+                                                 fetched record), split evenly
+    buffered.records.per.partition    none       optional cap per partition below that (a full
+                                                 partition ends its contribution to a batch)
     maxRecordsPerPartition            200000     split larger ranges across Spark tasks
     kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long;
                                                  AvailableNow: fail if the driver cannot fetch

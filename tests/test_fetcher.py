@@ -26,7 +26,7 @@ def test_bounded_buffers_deliver_every_record_once_in_order(kafka_cluster, topic
     kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(2_000)])
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
-                            buffer_limit=100, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True)
     try:
         starts = {tp: 0 for tp in tps}
         seen = {tp: [] for tp in tps}
@@ -50,7 +50,7 @@ def test_lag_reaches_zero_past_a_trailing_transaction_marker(kafka_cluster, topi
     kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
     tp = TopicPartition(topic, 0)
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
-                            buffer_limit=1_000, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 1_000, fail_on_data_loss=True)
     try:
         fetcher.position_at({tp: 0})
         state = wait_for(lambda: (s := fetcher.snapshot({})[tp]).end_offset == s.position == 4 and s)
@@ -73,7 +73,7 @@ def test_unknown_end_offset_until_the_first_fetch_answers(fresh_cluster):
     for broker in (1, 2, 3):
         fresh_cluster.set_rtt(broker, 1_500)
     fetcher = DriverFetcher({"bootstrap.servers": fresh_cluster.bootstrap_servers},
-                            buffer_limit=10, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 10, fail_on_data_loss=True)
     try:
         fetcher.position_at({tp: 0})
         first = fetcher.snapshot({})[tp]
