@@ -115,7 +115,10 @@ class OffsetReader:
         return partitions_gone(self._consumer, partitions)
 
     def watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        """(log start offset, log end offset) per partition, asked of the leaders."""
+        """(log start offset, log end offset) per partition, asked of the leaders. ListOffsets
+        carries the client's isolation level (librdkafka writes ``isolation.level`` into the
+        request), so under read_committed the end is the last stable offset: what
+        AvailableNow captures as stop offsets is then what the query can read."""
         result = {}
         for tp in partitions:
             try:

@@ -404,6 +404,8 @@ def java_regex_to_python(pattern: str) -> str:
     python = _JAVA_NAMED_GROUP.sub("(?P<", python)
     python = _JAVA_NAMED_BACKREF.sub(r"(?P=\1)", python)
     try:
+        if "&&" in python:  # Python reads [a-z&&[^e]] as a set of characters, silently
+            raise re.error("Java character class intersection (&&)")
         re.compile(python)
     except re.error as err:
         raise KafkaSyncOptionError(

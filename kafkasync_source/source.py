@@ -47,7 +47,10 @@ class KafkaSyncDataSource(DataSource):
     maxTriggerDelay                   15m        ... or this long since the last batch
     maxEventTimePerTrigger            none       duration (``30 minutes``): a batch advances
                                                  stream time at most this far (not with -1)
-    failOnDataLoss                    true       fail when needed records are gone
+    failOnDataLoss                    true       fail when needed records are gone (retention,
+                                                 a topic deleted with unread records, a log
+                                                 recreated below the query); false: warn, drop
+                                                 deleted partitions, restart moved-back ones
     includeHeaders                    false      add ``headers`` array<struct<key,value>>
     driver.buffer.bytes               67108864   driver buffer for all partitions (16 bytes a
                                                  fetched record), split evenly

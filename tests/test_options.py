@@ -201,7 +201,7 @@ def test_subscribe_pattern_translates_java_regex_syntax(java, topic, matches):
     assert bool(python_re.fullmatch(pattern, topic)) is matches
 
 
-def test_subscribe_pattern_names_what_is_unsupported():
+@pytest.mark.parametrize("java", [r"\p{Alpha}+", r"[a-z&&[^e]]+"])
+def test_subscribe_pattern_names_what_is_unsupported(java):
     with pytest.raises(KafkaSyncOptionError, match=r"'subscribePattern'.*\\p\{\.\.\.\} classes"):
-        parse_options({"kafka.bootstrap.servers": "h:1", "subscribePattern": r"\p{Alpha}+"},
-                      streaming=True)
+        parse_options({"kafka.bootstrap.servers": "h:1", "subscribePattern": java}, streaming=True)

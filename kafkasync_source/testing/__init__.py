@@ -7,6 +7,7 @@ from kafkasync_source.testing.mock_cluster import (
     MockRequest,
     Record,
     librdkafka_path,
+    produce_confirmed,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "MockRequest",
     "Record",
     "librdkafka_path",
+    "produce_confirmed",
 ]

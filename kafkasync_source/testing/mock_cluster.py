@@ -456,9 +456,7 @@ class MockKafkaCluster:
         try:
             producer.init_transactions(timeout)
             producer.begin_transaction()
-            for record in records:
-                producer.produce(topic, key=record.key, value=record.value, partition=record.partition,
-                                 timestamp=record.timestamp_ms, headers=record.headers or None)
+            produce_confirmed(producer, topic, records, timeout)
             producer.commit_transaction(timeout)
         finally:
             producer.flush(timeout)
@@ -471,9 +469,7 @@ class MockKafkaCluster:
         """Produce ``records`` (explicit partition and timestamp each), flush,
         and return ``[(partition, offset)]`` in input order. Raises
         ``KafkaException`` if any record fails, ``TimeoutError`` if not all are
-        delivered within ``timeout`` seconds."""
-        from confluent_kafka import KafkaError, KafkaException
-
+        delivered within ``timeout`` seconds (see :func:`produce_confirmed`)."""
         with self._lock:
             self._mcluster()
             if self._producer is None:
@@ -481,52 +477,7 @@ class MockKafkaCluster:
             producer = self._producer
         # One helper producer, serialized: keeps per-call error accounting exact.
         with self._produce_lock:
-            results: List[Optional[Tuple[int, int]]] = []
-            errors: List[Tuple[int, Any]] = []
-
-            def make_cb(i: int):
-                def cb(err, msg):
-                    if err is not None:
-                        errors.append((i, err))
-                    else:
-                        results[i] = (msg.partition(), msg.offset())
-
-                return cb
-
-            produce = producer.produce
-            poll = producer.poll
-            for i, rec in enumerate(records):
-                results.append(None)
-                kwargs = dict(
-                    value=rec.value,
-                    key=rec.key,
-                    partition=rec.partition,
-                    timestamp=rec.timestamp_ms,
-                    on_delivery=make_cb(i),
-                )
-                if rec.headers:
-                    kwargs["headers"] = rec.headers
-                while True:
-                    try:
-                        produce(topic, **kwargs)
-                        break
-                    except BufferError:
-                        poll(0.05)
-                if i % 10000 == 9999:
-                    poll(0)
-            remaining = producer.flush(timeout)
-            if errors:
-                i, err = errors[0]
-                raise KafkaException(
-                    KafkaError(
-                        err.code(),
-                        f"{len(errors)} of {len(results)} records failed; "
-                        f"first: record #{i}: {err.str()}",
-                    )
-                )
-            if remaining:
-                raise TimeoutError(f"{remaining} records not delivered after {timeout}s")
-            return results  # type: ignore[return-value]
+            return produce_confirmed(producer, topic, records, timeout)
 
     # ---------------------------------------------------------------- faults
 
@@ -646,6 +597,66 @@ class MockKafkaCluster:
         if api_key is not None:
             out = [r for r in out if r.api_key == int(api_key)]
         return out
+
+
+def produce_confirmed(
+    producer: Any, topic: str, records: Iterable[Record], timeout: float = 60.0
+) -> List[Tuple[int, int]]:
+    """Produce ``records`` (explicit partition and timestamp each) with ``producer``, flush,
+    and return ``[(partition, offset)]`` in input order. Every delivery report is checked:
+    ``flush()`` returning 0 does not mean delivered (a real broker rejects, e.g., records
+    stamped more than 1 h ahead, and the whole batch with them). Raises ``KafkaException``
+    naming how many failed and the first error, ``TimeoutError`` if not all are reported
+    within ``timeout`` seconds."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    results: List[Optional[Tuple[int, int]]] = []
+    errors: List[Tuple[int, Any]] = []
+
+    def make_cb(i: int):
+        def cb(err, msg):
+            if err is not None:
+                errors.append((i, err))
+            else:
+                results[i] = (msg.partition(), msg.offset())
+
+        return cb
+
+    produce = producer.produce
+    poll = producer.poll
+    for i, rec in enumerate(records):
+        results.append(None)
+        kwargs = dict(
+            value=rec.value,
+            key=rec.key,
+            partition=rec.partition,
+            timestamp=rec.timestamp_ms,
+            on_delivery=make_cb(i),
+        )
+        if rec.headers:
+            kwargs["headers"] = rec.headers
+        while True:
+            try:
+                produce(topic, **kwargs)
+                break
+            except BufferError:
+                poll(0.05)
+        if i % 10000 == 9999:
+            poll(0)
+    remaining = producer.flush(timeout)
+    if errors:
+        i, err = errors[0]
+        raise KafkaException(
+            KafkaError(
+                err.code(),
+                f"{len(errors)} of {len(results)} records failed; first: record #{i}: {err.str()}",
+            )
+        )
+    if remaining or any(result is None for result in results):
+        raise TimeoutError(
+            f"{remaining or sum(r is None for r in results)} records not delivered after {timeout}s"
+        )
+    return results  # type: ignore[return-value]
 
 
 def _close_client(client: Any) -> None:
