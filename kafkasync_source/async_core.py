@@ -6,13 +6,16 @@ side for one Spark task: it admits input rows into a bounded *window*, calls an 
 for each with per-attempt timeouts and retries with backoff, and hands results back in input
 order (``"input"``, ``"key"``) or as they complete (``"none"``).
 
-The window counts rows admitted and not yet taken by the consumer (``next_chunk``): calls in
-flight, rows waiting for their key, and finished rows waiting behind an earlier one. That is
-Flink Async I/O's ``capacity`` (results of an ordered operator are buffered until all preceding
-ones are emitted, and the buffered ones count against the capacity —
-``docs/content/docs/dev/datastream/operators/asyncio.md``), and it is what bounds memory: at most
-``max_in_flight`` rows plus the input batch being admitted. A slow row at the head of an ordered
-window therefore lowers concurrency until it finishes; ``"none"`` avoids that.
+Two bounds hold at all times. At most ``max_in_flight`` calls are outstanding (running, or waiting
+for a retry's backoff). And the rows admitted but not yet taken by the consumer (``next_chunk``) —
+calls outstanding, rows waiting for their key, finished rows waiting behind an earlier unfinished
+one — are at most ``max_in_flight`` plus the size of the input batch being admitted. So memory is
+bounded by ``max_in_flight`` rows plus one batch, and a slow row at the head of an ordered window
+stalls new calls only once a whole batch has finished behind it. (Flink Async I/O's ordered mode
+counts finished-but-held results against its ``capacity`` alone —
+``docs/content/docs/dev/datastream/operators/asyncio.md``: "the operator buffers results until all
+preceding records are emitted"; here a batch's worth of reorder room comes on top, because the
+input batch is held in memory anyway.) ``"none"`` never holds a finished row back.
 
 Input arrives as a sequence of batches; the core admits rows of the next batch while rows of the
 previous one are still in flight, so the window never drains at a batch boundary.
@@ -164,6 +167,7 @@ class AsyncMapper:
         self._rng = rng or random.Random()
         self.counters = AsyncCounters()
         self._window = 0  # rows admitted and not yet taken by next_chunk
+        self._running = 0  # calls outstanding: started (or backing off) and not finished
         self._changed = asyncio.Event()  # window, output, completion or failure changed
         self._pending: Dict[int, Completed] = {}  # ordered modes: finished, waiting for the head
         self._head = 0  # ordered modes: next position to hand back
@@ -208,33 +212,39 @@ class AsyncMapper:
         try:
             batch_no = 0
             async for rows in self._source:
+                capacity = self._config.max_in_flight + len(rows)
                 for row_no, values in enumerate(rows):
-                    while self._window >= self._config.max_in_flight:
+                    item = _Item(batch_no, row_no, self._admitted, values)
+                    if self._config.ordering == "key":
+                        item.key = _hashable(values.get(self._config.key))
+                    while self._window >= capacity or (
+                            self._running >= self._config.max_in_flight and not self._waits_for_key(item)):
                         self._changed.clear()
                         await self._changed.wait()
-                    self._admit(_Item(batch_no, row_no, self._admitted, values))
+                    self._admit(item)
                 batch_no += 1
             self._input_done = True
         except Exception as error:  # reading the input failed: the task fails with it
             self._error = error
         self._changed.set()
 
+    def _waits_for_key(self, item: _Item) -> bool:
+        """Whether ``item`` would queue behind a busy key (and so start no call when admitted)."""
+        return self._config.ordering == "key" and item.key in self._key_queues
+
     def _admit(self, item: _Item) -> None:
         self._admitted += 1
         self._window += 1
         self.counters.rows += 1
-        if self._config.ordering != "key":
-            self._launch(item)
+        if self._waits_for_key(item):  # key busy: start after the calls before it, in input order
+            self._key_queues[item.key].append(item)
             return
-        item.key = _hashable(item.values.get(self._config.key))
-        waiting = self._key_queues.get(item.key)
-        if waiting is None:  # key idle: call now, and mark it busy
+        if self._config.ordering == "key":  # key idle: mark it busy
             self._key_queues[item.key] = collections.deque()
-            self._launch(item)
-        else:  # key busy: start after the calls before it, in input order
-            waiting.append(item)
+        self._launch(item)
 
     def _launch(self, item: _Item) -> None:
+        self._running += 1
         task = asyncio.get_running_loop().create_task(self._run_row(item))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
@@ -289,6 +299,7 @@ class AsyncMapper:
         return Outcome(None, FAILED, error, attempts)
 
     def _finish(self, item: _Item, outcome: Outcome) -> None:
+        self._running -= 1
         if outcome.status == FAILED and self._config.on_failure == "fail" and self._error is None:
             self._error = RowFailedError(item.position, self._where, outcome)
         if outcome.status == OK:

@@ -125,8 +125,34 @@ def test_memory_is_bounded_by_the_window_behind_a_slow_head():
 
     pulled_while_blocked = asyncio.run(main())
     assert probe.max_active <= 10
-    # 10 rows in the window (row 0 + 9 finished behind it): 3 batches of 4, not 100.
-    assert pulled_while_blocked == 3
+    # At most max_in_flight + one batch (10 + 4) rows held: row 0 and 13 finished behind it,
+    # rows 0..13 come from 4 batches of 4 (not all 100 batches).
+    assert pulled_while_blocked == 4
+
+
+def test_a_slow_head_does_not_stop_new_calls_within_a_batch():
+    async def main():
+        late_row_started = asyncio.Event()
+
+        async def fn(row):
+            if row["id"] == 0:  # finishes only once row 60 has started: no head-of-line stall
+                await asyncio.wait_for(late_row_started.wait(), timeout=10)
+            elif row["id"] == 60:
+                late_row_started.set()
+            await asyncio.sleep(0.001)
+            return {"out": row["id"]}
+
+        mapper = AsyncMapper(fn, Source(rows(100), 100).__aiter__(), max_in_flight=10, timeout=None,
+                             retry=Retry(attempts=1), ordering="input", key=None, on_failure="keep")
+        mapper.start()
+        done = []
+        while (chunk := await mapper.next_chunk()) is not None:
+            done += chunk
+        return done
+
+    done = asyncio.run(main())
+    assert [c.position for c in done] == list(range(100))
+    assert {c.outcome.status for c in done} == {"ok"}
 
 
 def test_key_ordering_never_overlaps_a_key_and_starts_in_input_order():
