@@ -67,7 +67,7 @@ class LookupService:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lookup-service", daemon=True)
         self._server: Optional[asyncio.base_events.Server] = None
-        self._handlers: set = set()
+        self._handlers: Dict[asyncio.Task, asyncio.StreamWriter] = {}
 
     def __enter__(self) -> "LookupService":
         self._thread.start()
@@ -79,9 +79,13 @@ class LookupService:
     def __exit__(self, *exc_info) -> None:
         async def close() -> None:
             self._server.close()
-            for handler in self._handlers:  # idle keep-alive connections wait for a next request
-                handler.cancel()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
+            # Idle keep-alive connections wait for a next request: closing them ends their handlers
+            # (cancelling the handlers instead makes asyncio log each one as an error).
+            handlers = list(self._handlers.items())
+            for _, writer in handlers:
+                writer.close()
+            if handlers:
+                await asyncio.wait([handler for handler, _ in handlers], timeout=5)
             await self._server.wait_closed()
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
@@ -102,7 +106,7 @@ class LookupService:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Answer requests on one connection until the client closes it (HTTP/1.1 keep-alive)."""
         handler = asyncio.current_task()
-        self._handlers.add(handler)
+        self._handlers[handler] = writer
         try:
             while request_line := await reader.readline():
                 close = False
@@ -123,7 +127,7 @@ class LookupService:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client gave up (a timeout): nothing to answer
         finally:
-            self._handlers.discard(handler)
+            self._handlers.pop(handler, None)
             writer.close()
 
     async def _answer(self, path: str, query: Dict[str, str]) -> Tuple[str, str]:
