@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Hashable, List, Optional, Sequence
@@ -182,15 +183,25 @@ class AsyncMapper:
     def start(self) -> None:
         self._feeder = asyncio.get_running_loop().create_task(self._feed())
 
-    async def next_chunk(self) -> Optional[List[Completed]]:
+    async def next_chunk(self, linger: float = 0.0) -> Optional[List[Completed]]:
         """Every finished row not yet handed back (waits for at least one); ``None`` at the end.
+
+        With ``linger``, once a row is ready and calls are still running, wait that many seconds
+        more so that the chunk gathers the rows finishing meanwhile: fewer, larger chunks cost
+        the consumer less (one Arrow batch each) and do not slow the calls, which run on.
 
         Raises the error that stopped the run: ``RowFailedError`` with ``on_failure="fail"``, or
         whatever reading the source raised.
         """
+        lingered = False
         while True:
             if self._error is not None:
                 raise self._error
+            if self._ready and linger and not lingered and self._running and \
+                    len(self._ready) < self._config.max_in_flight:
+                lingered = True
+                await asyncio.sleep(linger)
+                continue
             if self._ready:
                 chunk, self._ready = self._ready, []
                 self._window -= len(chunk)
@@ -266,29 +277,20 @@ class AsyncMapper:
             attempt += 1
             counters.calls += 1
             started = time.monotonic()
-            call = asyncio.ensure_future(self._fn(dict(values)))
             try:
-                done, _ = await asyncio.wait({call}, timeout=config.timeout)
-            except asyncio.CancelledError:
-                call.cancel()
-                raise
-            if not done:
-                # The timed-out call is cancelled and awaited before a retry starts: two calls
-                # for one row (and so for one key) never overlap.
-                call.cancel()
-                await asyncio.gather(call, return_exceptions=True)
-                counters.record_latency(time.monotonic() - started)
+                result = await _within(self._fn(dict(values)), config.timeout)
+            except _TimedOut:
                 counters.timeouts += 1
                 error = f"attempt {attempt} timed out after {config.timeout:g} s"
-            else:
-                counters.record_latency(time.monotonic() - started)
-                failure = call.exception()
-                if failure is None:
-                    try:
-                        return Outcome(self._validate(call.result()), OK, None, attempt)
-                    except ResultError as wrong:
-                        return self._failed(f"attempt {attempt}: {wrong}", attempt)
+            except Exception as failure:  # noqa: BLE001 - any failure of fn is a failed attempt
                 error = f"attempt {attempt}: {type(failure).__name__}: {failure}"
+            else:
+                try:
+                    return Outcome(self._validate(result), OK, None, attempt)
+                except ResultError as wrong:
+                    return self._failed(f"attempt {attempt}: {wrong}", attempt)
+            finally:
+                counters.record_latency(time.monotonic() - started)
             if attempt < config.retry.attempts:
                 counters.retries += 1
                 await asyncio.sleep(config.retry.backoff(attempt, self._rng))
@@ -319,6 +321,31 @@ class AsyncMapper:
             else:
                 del self._key_queues[item.key]
         self._changed.set()
+
+
+class _TimedOut(Exception):
+    """An attempt ran out of its timeout (not: fn raised a TimeoutError of its own)."""
+
+
+async def _within(call: Awaitable[Any], timeout: Optional[float]) -> Any:
+    """Await ``call`` (fn's coroutine, run inline: no extra task per attempt) for at most
+    ``timeout`` seconds. On timeout the coroutine is cancelled and has unwound before this raises
+    ``_TimedOut``, so a retry never overlaps the attempt it replaces."""
+    if timeout is None:
+        return await call
+    if sys.version_info >= (3, 11):
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                return await call
+        except TimeoutError:
+            if scope.expired():
+                raise _TimedOut() from None
+            raise
+    try:  # Python 3.10: asyncio.TimeoutError is not the builtin TimeoutError a client may raise
+        return await asyncio.wait_for(call, timeout)
+    except asyncio.TimeoutError:
+        raise _TimedOut() from None
 
 
 def _hashable(value: Any) -> Hashable:

@@ -31,6 +31,10 @@ from kafkasync_source.async_schema import ResultChecker, output_schema, parse_re
 
 __all__ = ["Retry", "async_map"]
 
+# Seconds the task thread lets finished rows gather before building an output batch: a few ms
+# against calls of tens of ms, and far fewer (one per ~chunk, not per row) Arrow batches.
+HAND_BACK_LINGER = 0.005
+
 
 def async_map(
     df: Any,
@@ -126,7 +130,7 @@ class _TaskRunner:
             _on_loop(loop, _started(mapper))
             handed_back: Dict[int, int] = {}
             while True:
-                chunk = _on_loop(loop, mapper.next_chunk())
+                chunk = _on_loop(loop, mapper.next_chunk(linger=HAND_BACK_LINGER))
                 if chunk is None:
                     break
                 yield from self._output(chunk, kept, handed_back)

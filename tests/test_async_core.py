@@ -280,3 +280,22 @@ def test_latency_histogram_quantiles_are_within_a_bucket():
     assert p99 == pytest.approx(0.99, rel=0.1)
     assert quantile([0] * len(UPPER_BOUNDS), 0.5) is None
     assert bucket_of(0.0) == 0 and bucket_of(1e9) == len(UPPER_BOUNDS) - 1
+
+
+def test_linger_gathers_rows_finishing_together_into_one_chunk():
+    probe = Probe(delay=lambda row: 0.01 * (row["id"] % 5))
+    eager, _ = run(probe, Source(rows(50), 50), max_in_flight=50)
+    lingering = []
+
+    async def main():
+        mapper = AsyncMapper(Probe(delay=lambda row: 0.01 * (row["id"] % 5)), Source(rows(50), 50).__aiter__(),
+                             max_in_flight=50, timeout=None, retry=NO_RETRY_WAIT, ordering="input", key=None,
+                             on_failure="keep")
+        mapper.start()
+        while (chunk := await mapper.next_chunk(linger=0.5)) is not None:
+            lingering.append(chunk)
+
+    asyncio.run(main())
+    assert [c.position for c in flat(lingering)] == list(range(50))
+    assert len(eager) >= 5, "without linger every finishing row wave is its own chunk"
+    assert len(lingering) == 1
