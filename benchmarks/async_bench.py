@@ -41,12 +41,14 @@ SLOW_MS = 400
 SLOW_EVERY = 50
 MAX_IN_FLIGHT = 64
 TASKS = 2
-ROWS = 6_400  # 2 s at the ideal rate
+WARM_UP_ROWS = 1_280
 ARROW_CONCURRENCY = "spark.sql.execution.pythonUDF.arrow.concurrency.level"
 ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 SCENARIOS = {
-    "uniform": {"slow_every": 0, "arrow_batch": 10_000},
-    "tail": {"slow_every": SLOW_EVERY, "arrow_batch": 256},
+    # rows: 4 s (uniform) and 1.8 s (tail) at the ideal rate, so that a Spark job's fixed start-up
+    # cost (a few hundred ms) weighs little in the end-to-end rate.
+    "uniform": {"slow_every": 0, "arrow_batch": 10_000, "rows": 12_800},
+    "tail": {"slow_every": SLOW_EVERY, "arrow_batch": 256, "rows": 4_800},
 }
 TARGET_VS_IDEAL = 0.7
 
@@ -63,7 +65,7 @@ def _path_params(slow_every: int) -> Callable[[int], Dict[str, int]]:
     return params
 
 
-def _async_map_frame(spark, port: int, slow_every: int, ordering: str):
+def _async_map_frame(spark, port: int, slow_every: int, rows: int, ordering: str):
     from kafkasync_source import async_map
     from kafkasync_source.testing.http_service import fetch, lookup_path
 
@@ -73,11 +75,11 @@ def _async_map_frame(spark, port: int, slow_every: int, ordering: str):
         body = await fetch(port, lookup_path(**params(row["id"])))
         return {"value": body["value"]}
 
-    return async_map(spark.range(0, ROWS, 1, TASKS), lookup, returns="value string",
+    return async_map(spark.range(0, rows, 1, TASKS), lookup, returns="value string",
                      max_in_flight=MAX_IN_FLIGHT, timeout=30.0, ordering=ordering)
 
 
-def _thread_pool_frame(spark, port: int, slow_every: int):
+def _thread_pool_frame(spark, port: int, slow_every: int, rows: int):
     params = _path_params(slow_every)
 
     def per_task(batches):
@@ -92,10 +94,10 @@ def _thread_pool_frame(spark, port: int, slow_every: int):
             for batch in batches:
                 yield batch.assign(value=list(pool.map(call, batch["id"])))
 
-    return spark.range(0, ROWS, 1, TASKS).mapInPandas(per_task, "id long, value string")
+    return spark.range(0, rows, 1, TASKS).mapInPandas(per_task, "id long, value string")
 
 
-def _arrow_udf_frame(spark, port: int, slow_every: int):
+def _arrow_udf_frame(spark, port: int, slow_every: int, rows: int):
     from pyspark.sql.functions import col, udf
 
     params = _path_params(slow_every)
@@ -106,12 +108,12 @@ def _arrow_udf_frame(spark, port: int, slow_every: int):
         return fetch_blocking(port, lookup_path(**params(i)))["value"]
 
     lookup = udf(call, "string", useArrow=True)
-    return spark.range(0, ROWS, 1, TASKS).select("id", lookup(col("id")).alias("value"))
+    return spark.range(0, rows, 1, TASKS).select("id", lookup(col("id")).alias("value"))
 
 
 APPROACHES = {
-    "async_map": lambda spark, port, slow: _async_map_frame(spark, port, slow, "input"),
-    "async_map_unordered": lambda spark, port, slow: _async_map_frame(spark, port, slow, "none"),
+    "async_map": lambda spark, port, slow, rows: _async_map_frame(spark, port, slow, rows, "input"),
+    "async_map_unordered": lambda spark, port, slow, rows: _async_map_frame(spark, port, slow, rows, "none"),
     "thread_pool_mapInPandas": _thread_pool_frame,
     "arrow_udf_concurrency": _arrow_udf_frame,
 }
@@ -121,15 +123,15 @@ APPROACHES_BY_SCENARIO = {
 }
 
 
-def _timed_run(spark, service, frame) -> Dict[str, Any]:
+def _timed_run(spark, service, frame, rows: int) -> Dict[str, Any]:
     service.reset()
     started = time.monotonic()
     frame.write.format("noop").mode("overwrite").save()
     seconds = time.monotonic() - started
     stats = service.stats()
-    if stats.requests != ROWS:
-        raise AssertionError(f"expected {ROWS} calls, the service saw {stats.requests}")
-    return {"seconds": round(seconds, 3), "rps": round(ROWS / seconds, 1),
+    if stats.requests != rows:
+        raise AssertionError(f"expected {rows} calls, the service saw {stats.requests}")
+    return {"seconds": round(seconds, 3), "rps": round(rows / seconds, 1),
             "calls_per_second_at_service": round(stats.calls_per_second(), 1),
             "max_concurrent_at_service": stats.max_concurrent}
 
@@ -154,7 +156,7 @@ def measure(spark) -> Dict[str, Any]:
     from kafkasync_source.testing.http_service import LookupService
 
     results: Dict[str, Any] = {
-        "workload": {"latency_ms": LATENCY_MS, "max_in_flight": MAX_IN_FLIGHT, "tasks": TASKS, "rows": ROWS,
+        "workload": {"latency_ms": LATENCY_MS, "max_in_flight": MAX_IN_FLIGHT, "tasks": TASKS,
                      "client": "one TCP connection per call (asyncio streams / blocking socket)"},
         "arrow_concurrency_option": (
             f"{ARROW_CONCURRENCY}: PySpark 4.3 worker.py reads it only for Arrow-optimized Python UDFs "
@@ -165,7 +167,7 @@ def measure(spark) -> Dict[str, Any]:
     with LookupService() as service:
         _log("warm-up (Python workers, service)")
         _with_conf(spark, {ARROW_CONCURRENCY: str(MAX_IN_FLIGHT)}, lambda: [
-            _timed_run(spark, service, APPROACHES[name](spark, service.port, 0))
+            _timed_run(spark, service, APPROACHES[name](spark, service.port, 0, WARM_UP_ROWS), WARM_UP_ROWS)
             for name in APPROACHES_BY_SCENARIO["uniform"]])
         for scenario, shape in SCENARIOS.items():
             names = APPROACHES_BY_SCENARIO[scenario]
@@ -173,16 +175,17 @@ def measure(spark) -> Dict[str, Any]:
             for repetition in range(2):
                 for name in names if repetition == 0 else list(reversed(names)):
                     _log(f"{scenario}: {name} (run {repetition + 1})")
-                    frame = APPROACHES[name](spark, service.port, shape["slow_every"])
+                    frame = APPROACHES[name](spark, service.port, shape["slow_every"], shape["rows"])
                     settings = {ARROW_BATCH: str(shape["arrow_batch"])}
                     if name == "arrow_udf_concurrency":
                         settings[ARROW_CONCURRENCY] = str(MAX_IN_FLIGHT)
-                    runs[name].append(_with_conf(spark, settings, lambda: _timed_run(spark, service, frame)))
+                    runs[name].append(_with_conf(
+                        spark, settings, lambda: _timed_run(spark, service, frame, shape["rows"])))
             ideal = ideal_rps(shape["slow_every"])
             results["scenarios"][scenario] = {
                 "ideal_rps": round(ideal, 1),
                 "slow_every": shape["slow_every"], "slow_ms": SLOW_MS if shape["slow_every"] else None,
-                "arrow_batch_rows": shape["arrow_batch"],
+                "arrow_batch_rows": shape["arrow_batch"], "rows": shape["rows"],
                 "approaches": {
                     name: {"best_rps": max(r["rps"] for r in rs),
                            "vs_ideal": round(max(r["rps"] for r in rs) / ideal, 3),
