@@ -155,6 +155,25 @@ def test_result_types_are_checked(spark):
     assert rows[1].async_error == "attempt 1: fn returned str 'three' for 'attempt', declared int in returns"
 
 
+def test_returns_of_timestamp_decimal_and_nested_types(spark):
+    import datetime
+    import decimal
+
+    seen = datetime.datetime(2026, 11, 23, 4, 0, tzinfo=datetime.timezone.utc)
+
+    async def rich(row):
+        return {"seen": seen, "price": decimal.Decimal("12.50"), "tags": ["a", str(row["id"])],
+                "meta": {"ok": row["id"] % 2 == 0}}
+
+    rows = async_map(spark.range(0, 3, 1, 1), rich,
+                     returns="seen timestamp, price decimal(10,2), tags array<string>, meta struct<ok: boolean>",
+                     ).collect()
+    assert [r.async_status for r in rows] == ["ok"] * 3
+    assert rows[1].seen.replace(tzinfo=datetime.timezone.utc) == seen
+    assert [(r.price, r.tags, r.meta.ok) for r in rows] == [
+        (decimal.Decimal("12.50"), ["a", str(i)], i % 2 == 0) for i in range(3)]
+
+
 async def _noop(row):
     return {"customer": "c", "attempt": 1}
 
