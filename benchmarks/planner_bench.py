@@ -2,9 +2,10 @@
 
 Two measurements:
 
-* ``plan_batch`` alone (pure), on *synthetic* PartitionStates whose buffers are full
-  (``buffered.records.per.partition``, default 10,000, records each): the most the planner
-  ever sees. Partitions advance at different event-time rates, so the cut is partial.
+* ``plan_batch`` alone (pure), on *synthetic* PartitionStates whose buffers are full: the
+  default ``driver.buffer.bytes`` (64 MiB, about 4.2 million records) split over the
+  partitions, the most the planner ever sees. Partitions advance at different event-time
+  rates, so the cut is partial.
 * The whole driver path on the embedded cluster: a real :class:`KafkaSyncStreamReader`
   (driver fetcher, consumer, buffers) over a topic with that many partitions and
   ``DRIVER_RECORDS_PER_PARTITION`` small records each, all buffered. Timed: Spark's
@@ -20,13 +21,19 @@ import time
 import numpy as np
 
 from benchmarks.workloads import BASE_TS, produce_uniform
-from kafkasync_source.options import DEFAULT_BUFFERED_RECORDS_PER_PARTITION, parse_options
+from kafkasync_source.options import parse_options
 from kafkasync_source.planner import PartitionState, TopicPartition, plan_batch
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
 
 PARTITION_COUNTS = (8, 64, 512)
 DRIVER_RECORDS_PER_PARTITION = 2_000
+
+
+def budget_capacity(partitions: int) -> int:
+    """Records per partition the default driver buffer budget allows."""
+    options = parse_options({"kafka.bootstrap.servers": "-", "subscribe": "-"}, streaming=True)
+    return options.buffer_capacity(partitions)
 
 
 def synthetic_states(partitions: int, buffered: int) -> dict[TopicPartition, PartitionState]:
@@ -37,6 +44,7 @@ def synthetic_states(partitions: int, buffered: int) -> dict[TopicPartition, Par
         states[TopicPartition("bench", p)] = PartitionState(
             start=0, offsets=offsets, timestamps=timestamps, position=buffered,
             end_offset=buffered * 4,  # a backlog: lag > 0
+            buffer_full=True,
         )
     return states
 
@@ -50,7 +58,8 @@ def _median_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def pure_planner_ms(partitions: int, buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> float:
+def pure_planner_ms(partitions: int) -> float:
+    buffered = budget_capacity(partitions)
     states = synthetic_states(partitions, buffered)
     now = int(time.time() * 1000)
     cut = plan_batch(states, now_ms=now, max_task_idle_ms=0, idle_since={})
@@ -79,10 +88,9 @@ def _fill_synthetically(fetcher, partitions: int, buffered: int) -> dict:
     return states
 
 
-def driver_full_buffers_ms(bootstrap: str, partitions: int,
-                           buffered: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION) -> dict:
-    """The driver with its buffers filled *synthetically* to the bound (producing 512 x
-    10,000 records into the embedded cluster would take longer than the whole benchmark may):
+def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
+    """The driver with its buffers filled *synthetically* to the budget (producing 4 million
+    records into the embedded cluster would take longer than the whole benchmark may):
 
     * ``snapshot_plan_ms``: snapshot() + plan_batch, median of repeated calls;
     * ``latest_offset_ms``: Spark's whole latestOffset(start) call on a fresh reader (JSON,
@@ -95,6 +103,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int,
          "startingOffsets": "earliest"},
         streaming=True,
     )
+    buffered = budget_capacity(partitions)
     latest, snapshot_plan = [], None
     for rep in range(3):
         reader = KafkaSyncStreamReader(options, kafka_schema(False))

@@ -418,9 +418,10 @@ def bounded_states(
 ) -> dict[TopicPartition, PartitionState]:
     """The planner's input for a bounded run: a state for every partition of ``start``.
 
-    Fetched partitions get their stop offset, and an end offset of at least the stop offset:
-    the records below it existed when it was captured, so such a partition waits for a fetch
-    and is never treated as idle. Partitions that are not fetched (finished, or outside the
+    Fetched partitions get their stop offset, and an end offset and fetch horizon of at least
+    the stop offset: the records below it existed when it was captured, so such a partition
+    waits for a fetch, is never treated as idle, and its buffer is complete only once fetched
+    up to the stop offset (or full). Partitions that are not fetched (finished, or outside the
     target) get an empty state at their start, which the planner reports as FINISHED.
     """
     states: dict[TopicPartition, PartitionState] = {}
@@ -430,7 +431,8 @@ def bounded_states(
         if state is not None and stop is not None and position.next_offset < stop:
             end = state.end_offset
             states[tp] = replace(
-                state, stop_offset=stop, end_offset=stop if end is None else max(end, stop)
+                state, stop_offset=stop, end_offset=stop if end is None else max(end, stop),
+                fetch_horizon=stop,
             )
             continue
         offset = position.next_offset
@@ -542,7 +544,9 @@ class AvailableNowRun:
         )
         return self.stop_offsets
 
-    def next_offset(self, driver: "SyncDriver", start: SyncOffset) -> SyncOffset:
+    def next_offset(
+        self, driver: "SyncDriver", start: SyncOffset, *, read_all: bool = False
+    ) -> SyncOffset:
         """The next batch's end, waiting for fetches as needed; ``start`` once all partitions
         reached their stop offsets (Spark then ends the query)."""
         stops = self.resolve(start)
@@ -550,7 +554,7 @@ class AvailableNowRun:
         next_check = since + EXISTENCE_CHECK_S
         timeout_s = self._options.poll_timeout_ms / 1000
         while True:
-            end = driver.next_offset(start, stop_offsets=stops)
+            end = driver.next_offset(start, stop_offsets=stops, read_all=read_all)
             if end is not start:
                 return end
             cut = driver.last_cut

@@ -9,30 +9,43 @@ them at query start and at most once per partition-discovery interval — never 
 from __future__ import annotations
 
 import re
-from typing import Mapping
+import time
+from collections import deque
+from typing import Any, Iterable, Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.options import EARLIEST, LATEST, OffsetSpec, Subscription
+from kafkasync_source.options import EARLIEST, LATEST, OffsetSpec, Subscription, scrub
 from kafkasync_source.planner import TopicPartition
 
 _METADATA_TIMEOUT_S = 30.0
+_GONE_CONFIRM_S = 1.0
+_CLIENT_ERRORS_KEPT = 10
 
 
 class KafkaSyncTopicError(ValueError):
     """A subscribed topic or assigned partition does not exist."""
 
 
+class KafkaSyncConnectionError(ConnectionError):
+    """The cluster could not be reached; the message names the brokers and what failed."""
+
+
 class OffsetReader:
     """Metadata and watermark look-ups through one short-lived-per-call consumer handle."""
 
     def __init__(self, client_config: Mapping[str, str]) -> None:
+        self._client_config = client_config
+        # What failed, per broker (connection refused, name not resolved, SASL or SSL
+        # handshake): librdkafka tells it only to the error callback, not in the exception.
+        self._client_errors: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
         self._consumer = Consumer(
             {
                 **client_config,
                 "group.id": "kafkasync-offset-reader",
                 "enable.auto.commit": False,
+                "error_cb": lambda error: self._client_errors.append(error.str()),
             }
         )
 
@@ -49,7 +62,7 @@ class OffsetReader:
         """The partitions the subscription covers, sorted. With ``must_exist``, a named topic
         or assigned partition that is missing is an error naming it (a typo would otherwise
         read nothing, forever)."""
-        metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
+        metadata = self._metadata()
         existing = {
             TopicPartition(name, partition)
             for name, topic in metadata.topics.items()
@@ -76,6 +89,30 @@ class OffsetReader:
                 f"on {self._describe_cluster(metadata)}."
             )
         return found
+
+    def _metadata(self) -> Any:
+        """The cluster's metadata; an error that names the brokers, what failed and how long
+        it was tried, instead of librdkafka's bare "Broker transport failure"."""
+        self._client_errors.clear()
+        began = time.monotonic()
+        try:
+            return self._consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
+        except KafkaException as err:
+            self._consumer.poll(0.1)  # serves the client's error events into _client_errors
+            config = self._client_config
+            failures = list(dict.fromkeys(self._client_errors))[:3]
+            raise KafkaSyncConnectionError(scrub(
+                f"kafkasync could not reach the Kafka cluster at kafka.bootstrap.servers="
+                f"{config.get('bootstrap.servers')} (security.protocol="
+                f"{config.get('security.protocol', 'plaintext')}) for "
+                f"{time.monotonic() - began:.0f} s: {err.args[0].str() if err.args else err}."
+                + (f" The client reported: {'; '.join(failures)}." if failures else ""),
+                config,
+            )) from None
+
+    def gone(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """The partitions among ``partitions`` that no longer exist (see :func:`partitions_gone`)."""
+        return partitions_gone(self._consumer, partitions)
 
     def watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start offset, log end offset) per partition, asked of the leaders."""
@@ -135,3 +172,30 @@ class OffsetReader:
     def _describe_cluster(metadata: object) -> str:
         brokers = getattr(metadata, "brokers", {}) or {}
         return f"cluster {getattr(metadata, 'cluster_id', '?')} ({len(brokers)} broker(s))"
+
+
+def partitions_gone(consumer: Consumer, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions that no longer exist: their topic is missing from the cluster's metadata
+    (or reported UNKNOWN_TOPIC_OR_PART), or has fewer partitions now (it was deleted and
+    recreated; Kafka never shrinks a topic). A topic with any other error (e.g.
+    LEADER_NOT_AVAILABLE in an election) is not gone. Two metadata answers a second apart
+    must agree, so one broker's stale view cannot drop a partition."""
+    suspects = sorted(partitions)
+    for attempt in range(2):
+        if attempt:
+            time.sleep(_GONE_CONFIRM_S)
+        topics = consumer.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        suspects = [tp for tp in suspects if _absent(topics.get(tp.topic), tp.partition)]
+        if not suspects:
+            break
+    return suspects
+
+
+def _absent(topic: Optional[object], partition: int) -> bool:
+    """Whether metadata says a partition does not exist (not merely: is unavailable now)."""
+    if topic is None:
+        return True
+    error = getattr(topic, "error", None)
+    if error is not None:
+        return error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    return partition not in getattr(topic, "partitions", {})

@@ -34,6 +34,11 @@ _KNOWN_OPTIONS = {
     "includeheaders",
     "max.task.idle.ms",
     "buffered.records.per.partition",
+    "driver.buffer.bytes",
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "maxeventtimepertrigger",
     "maxrecordsperpartition",
     "kafkaconsumer.polltimeoutms",
     "partitiondiscoveryintervalms",
@@ -53,13 +58,31 @@ _FORBIDDEN_CLIENT_SETTINGS = {
     "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
 }
 
-_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential")
+_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")
 
-_JAAS_PLAIN = re.compile(
-    r"""username\s*=\s*"(?P<user>[^"]*)"\s+password\s*=\s*"(?P<password>[^"]*)\"""", re.S
+SPARK_OPTIONS_REDACTION_REGEX = (
+    r"(?i)^kafka\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
 )
+"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` options whose
+values are secrets. Spark prints a data source's options in ``explain()`` and the UI, masking
+only those whose name or value matches that regex (default ``(?i)url``) or
+``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
+``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
 
-DEFAULT_BUFFERED_RECORDS_PER_PARTITION = 10_000
+# One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
+_JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
+"""As the Java consumer behind ``format("kafka")`` (``isolation.level`` default
+``read_uncommitted``, Kafka consumer configs), not librdkafka's ``read_committed`` default
+(librdkafka CONFIGURATION.md): a query moved to kafkasync sees the same records."""
+
+BYTES_PER_BUFFERED_RECORD = 16
+"""The driver keeps an int64 offset and an int64 timestamp per fetched, not yet emitted record."""
+DEFAULT_DRIVER_BUFFER_BYTES = 32 * 1024 * 1024
+_DRIVER_BUFFER_BYTES_RANGE = (1024 * 1024, 64 * 1024 * 1024 * 1024)
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # format("kafka")'s maxTriggerDelay default, 15m
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
@@ -102,7 +125,11 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_task_idle_ms: int = 0
-    buffered_records_per_partition: int = DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+    driver_buffer_bytes: int = DEFAULT_DRIVER_BUFFER_BYTES
+    """Bound on the driver's buffered (offset, timestamp) pairs across all partitions."""
+    buffered_records_per_partition: Optional[int] = None
+    """Optional further bound per partition (default: the budget split evenly)."""
+    rate_limits: "RateLimitOptions" = field(default_factory=lambda: RateLimitOptions())
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
@@ -116,6 +143,24 @@ class SourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
+
+    def buffer_capacity(self, partitions: int) -> int:
+        """Records the driver may buffer per partition when it reads ``partitions`` of them."""
+        capacity = self.driver_buffer_bytes // BYTES_PER_BUFFERED_RECORD // max(1, partitions)
+        if self.buffered_records_per_partition is not None:
+            capacity = min(capacity, self.buffered_records_per_partition)
+        return max(1, capacity)
+
+
+@dataclass(frozen=True)
+class RateLimitOptions:
+    """``maxOffsetsPerTrigger`` / ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` (format("kafka")'s
+    names and meanings) and kafkasync's ``maxEventTimePerTrigger``; None where not set."""
+
+    max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_event_time_per_trigger_ms: Optional[int] = None
 
 
 def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> SourceOptions:
@@ -161,6 +206,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             "read nothing); use an offset or -2 (earliest)."
         )
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
+    max_task_idle_ms = _max_task_idle_ms(lowered.get("max.task.idle.ms", "0"))
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     return SourceOptions(
         subscription=_subscription(lowered),
@@ -170,10 +216,15 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         ending_offsets=ending,
         fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
         include_headers=_boolean(lowered, "includeheaders", "includeHeaders", False),
-        max_task_idle_ms=_max_task_idle_ms(lowered.get("max.task.idle.ms", "0")),
-        buffered_records_per_partition=_positive_int(
-            lowered, "buffered.records.per.partition", DEFAULT_BUFFERED_RECORDS_PER_PARTITION
+        max_task_idle_ms=max_task_idle_ms,
+        driver_buffer_bytes=_bounded_int(
+            lowered, "driver.buffer.bytes", DEFAULT_DRIVER_BUFFER_BYTES, _DRIVER_BUFFER_BYTES_RANGE
         ),
+        buffered_records_per_partition=_bounded_int(
+            lowered, "buffered.records.per.partition", None,
+            (1, _DRIVER_BUFFER_BYTES_RANGE[1] // BYTES_PER_BUFFERED_RECORD),
+        ),
+        rate_limits=_rate_limits(lowered, streaming, max_task_idle_ms),
         max_records_per_partition=_positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
@@ -200,6 +251,15 @@ def redact(config: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def scrub(text: str, config: Mapping[str, str]) -> str:
+    """``text`` with every secret value of ``config`` masked: for messages built from
+    client errors, which kafkasync does not control."""
+    for key, value in config.items():
+        if value and len(value) >= 4 and redact({key: value})[key] != value:
+            text = text.replace(value, "***")
+    return text
+
+
 def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
     config = {key[len("kafka."):]: value for key, value in lowered.items() if key.startswith("kafka.")}
     if not config.get("bootstrap.servers", "").strip():
@@ -213,15 +273,22 @@ def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
     if jaas is not None:
         # Java clients configure SASL/PLAIN and SCRAM through a JAAS line; librdkafka takes
         # the same credentials as two settings. Translate so Spark users' configs carry over.
-        match = _JAAS_PLAIN.search(jaas)
-        if match is None:
+        pairs = {m.group("name"): m.group("value") for m in _JAAS_PAIR.finditer(jaas)}
+        if "username" not in pairs or "password" not in pairs:
             raise KafkaSyncOptionError(
                 "Option 'kafka.sasl.jaas.config' could not be translated: kafkasync understands "
-                'the form \'... username="..." password="...";\' (PLAIN/SCRAM); set '
-                "'kafka.sasl.username' and 'kafka.sasl.password' instead."
+                'the form \'... username="..." password="...";\' (PLAIN/SCRAM, in any order); '
+                "set 'kafka.sasl.username' and 'kafka.sasl.password' instead."
             )
-        config.setdefault("sasl.username", match.group("user"))
-        config.setdefault("sasl.password", match.group("password"))
+        config.setdefault("sasl.username", pairs["username"])
+        config.setdefault("sasl.password", pairs["password"])
+    isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise KafkaSyncOptionError(
+            f"Option 'kafka.isolation.level' must be 'read_uncommitted' (default, as "
+            f"format(\"kafka\")) or 'read_committed'; got {config['isolation.level']!r}."
+        )
+    config["isolation.level"] = isolation
     return config
 
 
@@ -239,25 +306,21 @@ def _subscription(lowered: Mapping[str, str]) -> Subscription:
             raise KafkaSyncOptionError("Option 'subscribe' needs a comma-separated topic list.")
         return Subscription(topics=topics)
     if kind == "subscribepattern":
-        try:
-            re.compile(value)
-        except re.error as err:
-            raise KafkaSyncOptionError(f"Option 'subscribePattern' is not a valid regex: {err}.")
         if not value:
             raise KafkaSyncOptionError("Option 'subscribePattern' must not be empty.")
-        return Subscription(pattern=value)
+        return Subscription(pattern=java_regex_to_python(value))
+    assign_form = 'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}'
     try:
         parsed = json.loads(value)
-        assigned = tuple(
-            TopicPartition(str(topic), int(partition))
-            for topic, partitions in parsed.items()
-            for partition in partitions
-        )
-    except (ValueError, TypeError, AttributeError):
-        raise KafkaSyncOptionError(
-            'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}; '
-            f"got {value!r}."
-        ) from None
+    except ValueError:
+        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.") from None
+    if not isinstance(parsed, dict) or not all(isinstance(p, list) for p in parsed.values()):
+        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.")
+    assigned = tuple(
+        TopicPartition(topic, _json_integer(partition, "assign", f"partition of topic {topic!r}"))
+        for topic, partitions in parsed.items()
+        for partition in partitions
+    )
     if not assigned:
         raise KafkaSyncOptionError("Option 'assign' names no partitions.")
     return Subscription(assigned=tuple(sorted(set(assigned))))
@@ -273,18 +336,23 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
                 + " or ".join(repr(a) for a in allowed) + " or a JSON offset map."
             )
         return value.lower()
+    form = (
+        f"Option '{display}' must be 'earliest', 'latest' or JSON like "
+        '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest)'
+    )
     try:
         parsed = json.loads(value)
-        spec = {
-            str(topic): {int(p): int(o) for p, o in partitions.items()}
-            for topic, partitions in parsed.items()
+    except ValueError:
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.") from None
+    if not isinstance(parsed, dict) or not all(isinstance(p, dict) for p in parsed.values()):
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.")
+    spec = {
+        topic: {
+            _partition_key(p, display, topic): _json_integer(o, display, f"offset of {topic}-{p}")
+            for p, o in partitions.items()
         }
-    except (ValueError, TypeError, AttributeError):
-        raise KafkaSyncOptionError(
-            f"Option '{display}' must be 'earliest', 'latest' or JSON like "
-            '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest); '
-            f"got {value!r}."
-        ) from None
+        for topic, partitions in parsed.items()
+    }
     for topic, partitions in spec.items():
         for partition, offset in partitions.items():
             if offset < EARLIEST:
@@ -297,6 +365,53 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
                     f"Option 'endingOffsets': -2 (earliest) is not allowed ({topic}-{partition})."
                 )
     return spec
+
+
+def _json_integer(value: object, display: str, what: str) -> int:
+    """An integer written as a JSON number. ``int()`` would turn ``true`` into 1 and ``0.9``
+    into 0 — a read of the wrong partition or offset instead of an error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KafkaSyncOptionError(
+            f"Option '{display}': the {what} must be an integer JSON number; got {json.dumps(value)}."
+        )
+    return value
+
+
+def _partition_key(key: str, display: str, topic: str) -> int:
+    """A partition number as a JSON object key: a string of decimal digits, e.g. ``"0"``."""
+    if not re.fullmatch(r"[0-9]+", key):
+        raise KafkaSyncOptionError(
+            f"Option '{display}': partition {key!r} of topic {topic!r} must be a non-negative "
+            'integer, e.g. {"' + topic + '":{"0":23}}.'
+        )
+    return int(key)
+
+
+# Java's ``(?<name>...)`` and ``\k<name>``; not the look-behinds ``(?<=`` and ``(?<!``.
+_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?=[A-Za-z])")
+_JAVA_NAMED_BACKREF = re.compile(r"\\k<([A-Za-z][A-Za-z0-9]*)>")
+_JAVA_QUOTE = re.compile(r"\\Q(.*?)(?:\\E|$)", re.S)
+
+
+def java_regex_to_python(pattern: str) -> str:
+    """Translate ``subscribePattern`` (a ``java.util.regex`` pattern in Spark) to Python ``re``.
+
+    Translated: named groups ``(?<name>...)``, named back-references ``\\k<name>`` and
+    ``\\Q...\\E`` quoting. Possessive quantifiers and atomic groups need Python >= 3.11.
+    Java-only constructs such as ``\\p{Alpha}`` classes, ``[a-z&&[^e]]`` intersections and
+    ``\\G`` are not translated: Python rejects most of them, and the error names the option."""
+    python = _JAVA_QUOTE.sub(lambda m: re.escape(m.group(1)), pattern)
+    python = _JAVA_NAMED_GROUP.sub("(?P<", python)
+    python = _JAVA_NAMED_BACKREF.sub(r"(?P=\1)", python)
+    try:
+        re.compile(python)
+    except re.error as err:
+        raise KafkaSyncOptionError(
+            f"Option 'subscribePattern' {pattern!r} is not a regex kafkasync can use: {err}. "
+            "Java's named groups, \\k<name> and \\Q...\\E are translated; Java-only "
+            "constructs such as \\p{...} classes and [..&&..] intersections are not supported."
+        ) from None
+    return python
 
 
 def _autostop(lowered: Mapping[str, str], streaming: Optional[bool]) -> tuple[str, Optional[str], str]:
@@ -351,17 +466,95 @@ def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) 
 def _positive_int(
     lowered: Mapping[str, str], key: str, default: int, *, display: Optional[str] = None
 ) -> int:
+    number = _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
+    assert number is not None
+    return number
+
+
+_RATE_LIMIT_OPTIONS = {
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "maxeventtimepertrigger": "maxEventTimePerTrigger",
+}
+
+
+def _rate_limits(
+    lowered: Mapping[str, str], streaming: Optional[bool], max_task_idle_ms: int
+) -> RateLimitOptions:
+    """The per-trigger limits; they apply to streaming queries (AvailableNow included)."""
+    given = [display for key, display in _RATE_LIMIT_OPTIONS.items() if key in lowered]
+    if streaming is False and given:
+        raise KafkaSyncOptionError(
+            f"Option '{given[0]}' applies to streaming queries only; a batch read (spark.read) "
+            "returns every record between its starting and ending offsets."
+        )
+    if "maxeventtimepertrigger" in lowered and max_task_idle_ms == NEVER_WAIT:
+        raise KafkaSyncOptionError(
+            "Option 'maxEventTimePerTrigger' bounds the stream time of synchronized batches; it "
+            "cannot be combined with max.task.idle.ms=-1, which does not synchronize."
+        )
+    limits = RateLimitOptions(
+        max_offsets_per_trigger=_bounded_int(
+            lowered, "maxoffsetspertrigger", None, (1, WAIT_FOREVER), display="maxOffsetsPerTrigger"
+        ),
+        min_offsets_per_trigger=_bounded_int(
+            lowered, "minoffsetspertrigger", None, (1, WAIT_FOREVER), display="minOffsetsPerTrigger"
+        ),
+        max_trigger_delay_ms=_duration_ms(
+            lowered, "maxtriggerdelay", "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
+        ),
+        max_event_time_per_trigger_ms=_duration_ms(
+            lowered, "maxeventtimepertrigger", "maxEventTimePerTrigger", None
+        ),
+    )
+    return limits
+
+
+# Spark's time strings (JavaUtils.timeSuffixes: us, ms, s, m/min, h, d; a bare number is ms),
+# plus the spelled-out units of an interval ("30 minutes"), which read better in an option.
+_DURATION = re.compile(r"(\d+)\s*([a-z]*)")
+_DURATION_UNITS_MS = {
+    "": 1, "ms": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+def _duration_ms(
+    lowered: Mapping[str, str], key: str, display: str, default: Optional[int]
+) -> Optional[int]:
     value = lowered.get(key)
     if value is None:
         return default
+    match = _DURATION.fullmatch(value.strip().lower())
+    unit_ms = _DURATION_UNITS_MS.get(match.group(2)) if match else None
+    milliseconds = int(match.group(1)) * unit_ms if match and unit_ms else 0
+    if milliseconds <= 0 or milliseconds > WAIT_FOREVER:
+        raise KafkaSyncOptionError(
+            f"Option '{display}' must be a positive duration such as '500ms', '30s', '15m', "
+            f"'2h', '1d' or '30 minutes'; got {value!r}."
+        )
+    return milliseconds
+
+
+def _bounded_int(
+    lowered: Mapping[str, str], key: str, default: Optional[int], bounds: tuple[int, int],
+    *, display: Optional[str] = None,
+) -> Optional[int]:
+    value = lowered.get(key)
+    if value is None:
+        return default
+    low, high = bounds
     try:
         number = int(value.strip())
     except ValueError:
-        number = 0
-    if number <= 0:
-        raise KafkaSyncOptionError(
-            f"Option '{display or key}' must be a positive integer; got {value!r}."
-        )
+        number = low - 1
+    if not low <= number <= high:
+        allowed = "a positive integer" if bounds == (1, WAIT_FOREVER) else f"an integer from {low} to {high}"
+        raise KafkaSyncOptionError(f"Option '{display or key}' must be {allowed}; got {value!r}.")
     return number
 
 

@@ -38,10 +38,20 @@ Lag is measured from the fetch *position*, not "last offset + 1", because transa
 compaction leave offset gaps that never fill. For the same reason a partition that contributes all
 of its buffered records ends at its position, so the gap after the last record is committed too.
 
+A partition does not bound T where Kafka Streams would not stop when its queue runs empty: in a
+bounded run, a partition that has buffered everything up to its stop offset (nothing more will
+come); and with ``max.task.idle.ms=0``, in a batch that is already enforced, a partition that is
+caught up (lag 0), since its idle deadline would be "now" as well. So a backlog's tail is one
+enforced batch rather than one small batch per partition running dry.
+
 ``max.task.idle.ms`` keeps Kafka Streams' meaning:
 
-* ``NEVER_WAIT`` (-1): never wait; every batch takes everything buffered, like ``format("kafka")``.
-  Statuses are still reported; an idle partition's deadline is the moment it was first seen idle.
+* ``NEVER_WAIT`` (-1): never wait for producers: ``format("kafka")``'s admission. Every partition
+  is read up to its horizon (the log end known when planning of the batch began), or, with
+  ``maxOffsetsPerTrigger``, up to Spark's proportional split of that cap
+  (:func:`kafkasync_source.rate_limit.proportional_ends`). Given the same start and end offsets,
+  the same batch ends as Spark's Kafka source. Statuses are still reported; an idle partition's
+  deadline is the moment it was first seen idle.
 * ``0`` (default): wait for fetches and metadata, never for producers: an idle partition is given
   up on at once.
 * ``N > 0``: wait up to N ms for producers.
@@ -62,6 +72,27 @@ never advances partition time, is never cut off from its neighbours unless its p
 ahead of T, and is emitted with them. A partition holding only untimestamped records has a maximum
 effective timestamp equal to its partition time (possibly -1); that makes T small, but none of the
 partition's records is newer than T, so it drains and the stream makes progress.
+
+Same data, same batches
+-----------------------
+A cut must depend only on the data and the options, never on how far the background fetch has
+got when Spark asks, or re-runs would cut different batches. So a partition's buffer counts as
+*complete* only once the fetch position reached its ``fetch_horizon`` (the log end offset the
+driver knew when it began planning this batch; records produced later may wait for the next
+batch) or the buffer is full (its capacity is an option, so that too is determined). T is the
+minimum over *complete* partitions only. A partly fetched partition is fine as long as the cut
+stops inside what it has buffered; if the cut would take all of it, more of its records might
+belong in the batch, and it holds the batch back as WAITING_FOR_FETCH.
+
+Rate limits
+-----------
+``BatchLimits.max_stream_time_step_ms`` (``maxEventTimePerTrigger``) lowers T to at most that
+much past ``max(previous stream time, smallest head timestamp)``: a backfill becomes a sequence
+of bounded event-time slices, and a gap in event time is jumped rather than stepped through.
+``BatchLimits.max_records`` (``maxOffsetsPerTrigger``) then keeps the first N records in Kafka
+Streams' processing order (the head with the smallest timestamp first, ties to the lower
+topic-partition), so a capped batch is a prefix of what Kafka Streams processes and stream time
+stays aligned. Stream time of a batch is the largest effective timestamp it processes.
 
 Bounded runs
 ------------
@@ -86,7 +117,11 @@ from typing import Mapping, NamedTuple, Optional
 
 import numpy as np
 
+from kafkasync_source.rate_limit import proportional_ends
+
 __all__ = [
+    "NO_LIMITS",
+    "BatchLimits",
     "NEVER_WAIT",
     "NO_TIMESTAMP",
     "WAIT_FOREVER",
@@ -134,6 +169,12 @@ class PartitionState:
     """Largest timestamp emitted so far (KIP-472); survives restarts through the offset log."""
     stop_offset: Optional[int] = None
     """Bounded run (Trigger.AvailableNow): records at or after it are ignored."""
+    fetch_horizon: Optional[int] = None
+    """Log end offset captured when planning of this batch began (None: use ``end_offset``).
+    The buffer is complete once the fetch position reached it; records that arrive later
+    never make the cut wait (see "Same data, same batches" in the module docstring)."""
+    buffer_full: bool = False
+    """The fetcher's buffer for this partition is at capacity: it is complete for this batch."""
 
     def __post_init__(self) -> None:
         offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -142,7 +183,7 @@ class PartitionState:
         object.__setattr__(self, "timestamps", timestamps)
         for name in ("start", "position", "partition_time"):
             object.__setattr__(self, name, int(getattr(self, name)))
-        for name in ("end_offset", "stop_offset"):
+        for name in ("end_offset", "stop_offset", "fetch_horizon"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, int(getattr(self, name)))
         if offsets.ndim != 1 or offsets.shape != timestamps.shape:
@@ -176,7 +217,8 @@ class PartitionStatus(str, Enum):
     WAITING_FOR_END_OFFSET = "waiting-for-end-offset"
     """Empty and its lag is unknown: wait for the end offset."""
     WAITING_FOR_FETCH = "waiting-for-fetch"
-    """Empty with lag > 0: the broker has data, wait for the fetch."""
+    """The broker has records this batch may need that are not fetched yet: empty with lag > 0,
+    or (partly fetched) every buffered record would be taken and more lie below the horizon."""
     IDLE_WAITING = "idle-waiting"
     """Empty with lag 0, still within ``max.task.idle.ms``: wait for producers."""
     IDLE = "idle"
@@ -223,6 +265,8 @@ class Cut:
     """True when the batch proceeds without idle partitions (enforced-processing counter +1)."""
     idle_since: dict[TopicPartition, int]
     """First-seen-idle wall-clock ms of the idle partitions: pass it into the next call."""
+    moves_over_gap: bool = False
+    """A batch without records whose end offsets still move forward (NEVER_WAIT only)."""
 
     @property
     def records(self) -> int:
@@ -231,8 +275,10 @@ class Cut:
 
     @property
     def has_batch(self) -> bool:
-        """Whether there is a batch to run."""
-        return self.records > 0
+        """Whether there is a batch to run: records, or (NEVER_WAIT) offsets that move forward
+        over a gap without records, as Spark's proportional split can decide."""
+        return self.stream_time is not None or self.moves_over_gap
+
 
     @property
     def end_offsets(self) -> dict[TopicPartition, int]:
@@ -270,30 +316,88 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class BatchLimits:
+    """Rate limits on one batch (see :mod:`kafkasync_source.rate_limit` for their origin)."""
+
+    max_records: Optional[int] = None
+    """``maxOffsetsPerTrigger``: synchronized, the first N records in Kafka Streams' processing
+    order; with NEVER_WAIT, Spark's proportional split of N offsets."""
+    max_stream_time_step_ms: Optional[int] = None
+    """``maxEventTimePerTrigger``: stream time advances at most this far per batch
+    (synchronized only)."""
+    previous_stream_time: int = NO_TIMESTAMP
+    """Stream time reached by the previous batches: the base of ``max_stream_time_step_ms``."""
+
+    def __post_init__(self) -> None:
+        if self.max_records is not None and self.max_records < 1:
+            raise ValueError(f"max_records must be positive, got {self.max_records}")
+        if self.max_stream_time_step_ms is not None and self.max_stream_time_step_ms < 1:
+            raise ValueError(
+                f"max_stream_time_step_ms must be positive, got {self.max_stream_time_step_ms}"
+            )
+
+
+NO_LIMITS = BatchLimits()
+
+
+@dataclass(frozen=True)
 class _Buffer:
     """One partition's state with the stop offset applied, and its status."""
 
+    start: int
     offsets: np.ndarray
     timestamps: np.ndarray
     position: int
     lag: Optional[int]
+    horizon: Optional[int]
+    """Offset the fetch must reach for the buffer to be complete; None while unknown."""
+    complete: bool
+    """Every record below the horizon is buffered, or the buffer is full."""
+    exhausted: bool
+    """Bounded run: every record below the stop offset is buffered; nothing more will come."""
     status: PartitionStatus
     partition_time: int
     has_untimestamped: bool
     max_effective_timestamp: int
     """Largest effective timestamp in the buffer; NO_TIMESTAMP when the buffer is empty."""
 
+    def head_effective_timestamp(self) -> int:
+        """Effective timestamp of the first buffered record (the buffer must not be empty)."""
+        first = int(self.timestamps[0])
+        return self.partition_time if first == NO_TIMESTAMP else first
 
-def _apply_stop_offset(state: PartitionState) -> tuple[np.ndarray, np.ndarray, int, Optional[int]]:
-    """Buffer, position and end offset as a bounded run sees them.
+    def processing_keys(self, count: int) -> np.ndarray:
+        """Kafka Streams' processing order key of the first ``count`` records.
+
+        Kafka Streams always processes the queue whose *head* has the smallest timestamp. A
+        record therefore waits for the largest effective timestamp before it in its partition:
+        the merge by head equals a stable sort on this running maximum (ties go to the queue
+        that comes first), and the keys never decrease within a partition, so any prefix of
+        that sorted order is a prefix of every partition.
+        """
+        timestamps = self.timestamps[:count]
+        if self.has_untimestamped:
+            timestamps = np.where(timestamps == NO_TIMESTAMP, self.partition_time, timestamps)
+        return np.maximum.accumulate(timestamps)
+
+
+def _apply_stop_offset(
+    state: PartitionState,
+) -> tuple[np.ndarray, np.ndarray, int, Optional[int], Optional[int]]:
+    """Buffer, position, end offset and horizon as a bounded run sees them.
 
     The cap never goes below ``start``, so a stop offset the partition has already passed cannot
     move an end offset backwards.
     """
     offsets, timestamps = state.offsets, state.timestamps
     position, end_offset = state.position, state.end_offset
+    horizon = state.end_offset if state.fetch_horizon is None else state.fetch_horizon
+    if horizon is not None and state.end_offset is not None:
+        # Never past what can be read now: under read_committed the readable end (the last
+        # stable offset) can lie below a horizon taken from the high watermark.
+        horizon = min(horizon, state.end_offset)
     if state.stop_offset is None:
-        return offsets, timestamps, position, end_offset
+        return offsets, timestamps, position, end_offset, horizon
     limit = max(state.stop_offset, state.start)
     if offsets.size and offsets[-1] >= state.stop_offset:
         kept = int(np.searchsorted(offsets, state.stop_offset, side="left"))
@@ -301,13 +405,16 @@ def _apply_stop_offset(state: PartitionState) -> tuple[np.ndarray, np.ndarray, i
     position = min(position, limit)
     if end_offset is not None:
         end_offset = min(end_offset, limit)
-    return offsets, timestamps, position, end_offset
+    if horizon is not None:
+        horizon = min(horizon, limit)
+    return offsets, timestamps, position, end_offset, horizon
 
 
 def _buffer(state: PartitionState) -> _Buffer:
     """Apply the stop offset and classify the partition (idle partitions are resolved later)."""
-    offsets, timestamps, position, end_offset = _apply_stop_offset(state)
+    offsets, timestamps, position, end_offset, horizon = _apply_stop_offset(state)
     lag = None if end_offset is None else max(0, end_offset - position)
+    complete = state.buffer_full or (horizon is not None and position >= horizon)
     has_untimestamped = False
     max_effective_timestamp = NO_TIMESTAMP
     if offsets.size:
@@ -328,10 +435,14 @@ def _buffer(state: PartitionState) -> _Buffer:
     else:
         status = PartitionStatus.IDLE_WAITING  # IDLE_WAITING or IDLE, settled against the deadline
     return _Buffer(
+        start=state.start,
         offsets=offsets,
         timestamps=timestamps,
         position=position,
         lag=lag,
+        horizon=horizon,
+        complete=complete,
+        exhausted=state.stop_offset is not None and position >= state.stop_offset,
         status=status,
         partition_time=state.partition_time,
         has_untimestamped=has_untimestamped,
@@ -359,12 +470,119 @@ def _records_up_to(buffer: _Buffer, stream_time: int) -> int:
     return int(np.argmax(newer))
 
 
+def _first_in_processing_order(
+    buffers: Mapping[TopicPartition, _Buffer], candidates: Mapping[TopicPartition, int], limit: int
+) -> dict[TopicPartition, int]:
+    """Per partition, how many of the first ``limit`` records Kafka Streams would process,
+    drawn from the first ``candidates[tp]`` records of each partition (see
+    :meth:`_Buffer.processing_keys`; timestamp ties go to the lower topic-partition)."""
+    order = sorted(tp for tp, count in candidates.items() if count)
+    keys = [buffers[tp].processing_keys(min(candidates[tp], limit)) for tp in order]
+    owners = np.repeat(np.arange(len(order)), [k.size for k in keys])
+    first = np.argsort(np.concatenate(keys), kind="stable")[:limit]
+    counts = np.bincount(owners[first], minlength=len(order))
+    taken = {tp: 0 for tp in candidates}
+    taken.update({tp: int(counts[i]) for i, tp in enumerate(order)})
+    return taken
+
+
+def _bounds_stream_time(buffer: _Buffer, enforcing_at_once: bool) -> bool:
+    """Whether Kafka Streams would stop when this partition's queue runs empty.
+
+    It would not for a partition that has nothing more to come (its bounded run ends with what
+    is buffered), nor, while it is already enforcing with ``max.task.idle.ms=0``, for one
+    that is caught up (lag 0): that one's deadline is "now" too. A partly fetched partition's
+    largest timestamp is not known yet, so it bounds nothing (see ``unfetched`` in plan_batch).
+    """
+    if not buffer.complete or buffer.exhausted:
+        return False
+    return not (enforcing_at_once and buffer.lag == 0)
+
+
+def _synchronized_contributions(
+    buffers: Mapping[TopicPartition, _Buffer],
+    ready: list[TopicPartition],
+    limits: BatchLimits,
+    enforcing_at_once: bool,
+) -> dict[TopicPartition, int]:
+    """How many records each ready partition contributes to a synchronized batch.
+
+    The bound is T = min of the largest effective timestamp over the partitions where Kafka
+    Streams would stop (:func:`_bounds_stream_time`), lowered by ``max_stream_time_step_ms``;
+    then ``max_records`` keeps the first records in processing order. The caller checks that
+    no partly fetched partition gave all it had.
+    """
+    bounds = [
+        buffers[tp].max_effective_timestamp
+        for tp in ready if _bounds_stream_time(buffers[tp], enforcing_at_once)
+    ]
+    if limits.max_stream_time_step_ms is not None:
+        # From where the stream stands, or from the next record if the data jumps ahead.
+        base = max(
+            limits.previous_stream_time,
+            min(buffers[tp].head_effective_timestamp() for tp in ready),
+        )
+        bounds.append(base + limits.max_stream_time_step_ms)
+    bound = min(bounds) if bounds else None
+    contributions = {
+        tp: int(buffers[tp].offsets.size) if bound is None else _records_up_to(buffers[tp], bound)
+        for tp in ready
+    }
+    if limits.max_records is not None and sum(contributions.values()) > limits.max_records:
+        contributions = _first_in_processing_order(buffers, contributions, limits.max_records)
+    return contributions
+
+
+def _never_wait_ends(
+    buffers: Mapping[TopicPartition, _Buffer], limits: BatchLimits
+) -> tuple[dict[TopicPartition, tuple[int, int]], set[TopicPartition], set[TopicPartition]]:
+    """``max.task.idle.ms=-1``: ``format("kafka")``'s admission. Each partition is read up to
+    its horizon (the log end when planning began), or with ``max_records`` up to Spark's
+    proportional split of it; never waiting for producers, only for the fetch of those records.
+
+    Returns ``(end offset, records)`` per partition, and the partitions whose end offset or
+    fetch is awaited.
+    """
+    untils: dict[TopicPartition, int] = {}
+    awaiting_end: set[TopicPartition] = set()
+    for tp, buffer in buffers.items():
+        if buffer.status is PartitionStatus.FINISHED:
+            untils[tp] = buffer.position  # its (capped) position: only offset gaps are left
+        elif buffer.horizon is None:
+            awaiting_end.add(tp)
+        else:
+            untils[tp] = max(buffer.horizon, buffer.start)
+    starts = {tp: buffer.start for tp, buffer in buffers.items()}
+    targets = (
+        untils if limits.max_records is None
+        else proportional_ends(limits.max_records, starts, untils)
+    )
+    ends: dict[TopicPartition, tuple[int, int]] = {}
+    awaiting_fetch: set[TopicPartition] = set()
+    for tp, target in targets.items():
+        buffer = buffers[tp]
+        if buffer.position >= target:
+            ends[tp] = (target, int(np.searchsorted(buffer.offsets, target, side="left")))
+        elif buffer.complete:  # full buffer: Spark would read further; the budget stops here
+            ends[tp] = (buffer.position, int(buffer.offsets.size))
+        else:
+            awaiting_fetch.add(tp)
+    return ends, awaiting_end, awaiting_fetch
+
+
+def _contribution_end(buffer: _Buffer, records: int) -> int:
+    """Exclusive end offset after the first ``records`` buffered records: the position when all
+    are taken (so trailing offset gaps are committed too), else the first record left out."""
+    return buffer.position if records == buffer.offsets.size else int(buffer.offsets[records])
+
+
 def plan_batch(
     partitions: Mapping[TopicPartition, PartitionState],
     *,
     now_ms: int,
     max_task_idle_ms: int,
     idle_since: Mapping[TopicPartition, int],
+    limits: BatchLimits = NO_LIMITS,
 ) -> Cut:
     """Cut the next micro-batch the way Kafka Streams would process it (see the module docstring).
 
@@ -373,6 +591,7 @@ def plan_batch(
         now_ms: wall-clock reading, used only for idle deadlines.
         max_task_idle_ms: NEVER_WAIT (-1), 0, a positive number of ms, or WAIT_FOREVER.
         idle_since: the ``idle_since`` of the previous call's Cut (empty on the first call).
+        limits: rate limits (``maxOffsetsPerTrigger``, ``maxEventTimePerTrigger``).
 
     Returns:
         The cut: a decision per partition, the batch's stream time, whether it was enforced, and
@@ -382,6 +601,8 @@ def plan_batch(
         raise ValueError(
             f"max_task_idle_ms must be -1 (never wait), 0 or positive, got {max_task_idle_ms}"
         )
+    if max_task_idle_ms == NEVER_WAIT and limits.max_stream_time_step_ms is not None:
+        raise ValueError("max_stream_time_step_ms needs synchronized batches (not NEVER_WAIT)")
     now_ms = int(now_ms)
     buffers = {tp: _buffer(state) for tp, state in partitions.items()}
 
@@ -399,31 +620,62 @@ def plan_batch(
             deadlines[tp] = deadline
         statuses[tp] = status
 
-    ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
-    contributions: dict[TopicPartition, int] = {}
-    stream_time: Optional[int] = None
+    # (end offset, records) per contributing partition; empty when there is no batch.
+    ends: dict[TopicPartition, tuple[int, int]] = {}
     enforced = False
     if max_task_idle_ms == NEVER_WAIT:
-        if ready:
-            contributions = {tp: int(buffers[tp].offsets.size) for tp in ready}
-            stream_time = max(buffers[tp].max_effective_timestamp for tp in ready)
-    elif ready and not any(status in _BLOCKING_STATUSES for status in statuses.values()):
-        stream_time = min(buffers[tp].max_effective_timestamp for tp in ready)
-        contributions = {tp: _records_up_to(buffers[tp], stream_time) for tp in ready}
-        enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
+        ends, awaiting_end, awaiting_fetch = _never_wait_ends(buffers, limits)
+        statuses.update({tp: PartitionStatus.WAITING_FOR_END_OFFSET for tp in awaiting_end})
+        statuses.update({tp: PartitionStatus.WAITING_FOR_FETCH for tp in awaiting_fetch})
+        if awaiting_end or awaiting_fetch:
+            ends = {}
+    else:
+        ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
+        if ready and not any(status in _BLOCKING_STATUSES for status in statuses.values()):
+            enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
+            contributions = _synchronized_contributions(
+                buffers, ready, limits, enforcing_at_once=enforced and max_task_idle_ms == 0
+            )
+            # A partly fetched partition that gives all it has may have more to give: wait.
+            unfetched = [
+                tp for tp in ready
+                if not buffers[tp].complete and contributions[tp] == buffers[tp].offsets.size
+            ]
+            statuses.update({tp: PartitionStatus.WAITING_FOR_FETCH for tp in unfetched})
+            if unfetched:
+                enforced = False
+            else:
+                # Partitions without records (idle, finished) move over their offset gaps too.
+                ends = {
+                    tp: (_contribution_end(buffer, contributions.get(tp, 0)),
+                         contributions.get(tp, 0))
+                    for tp, buffer in buffers.items()
+                }
+    moves_over_gap = False
+    if not any(records for _, records in ends.values()):
+        # Spark's split counts offsets, so a cap can fall on a gap: that batch still runs.
+        moves_over_gap = max_task_idle_ms == NEVER_WAIT and any(
+            end > partitions[tp].start for tp, (end, _) in ends.items()
+        )
+        if not moves_over_gap:
+            ends = {}
+        enforced = False
 
     decisions: dict[TopicPartition, PartitionDecision] = {}
+    stream_time: Optional[int] = None
     for tp, state in partitions.items():
         buffer = buffers[tp]
-        end, records, partition_time = state.start, 0, state.partition_time
-        if stream_time is not None:
-            records = contributions.get(tp, 0)
-            if records == buffer.offsets.size:
-                end = buffer.position
-            else:
-                end = int(buffer.offsets[records])
-            if records:
-                partition_time = max(partition_time, int(buffer.timestamps[:records].max()))
+        end, records = ends.get(tp, (state.start, 0))
+        partition_time = state.partition_time
+        if records:
+            taken = buffer.timestamps[:records]
+            newest = int(taken.max())
+            partition_time = max(partition_time, newest)
+            # The batch's stream time: the largest effective timestamp it processes (an
+            # untimestamped record's is the partition time before it).
+            if buffer.has_untimestamped and bool((taken == NO_TIMESTAMP).any()):
+                newest = max(newest, state.partition_time)
+            stream_time = newest if stream_time is None else max(stream_time, newest)
         decisions[tp] = PartitionDecision(
             status=statuses[tp],
             end=end,
@@ -437,4 +689,5 @@ def plan_batch(
         stream_time=stream_time,
         enforced=enforced,
         idle_since=next_idle_since,
+        moves_over_gap=moves_over_gap,
     )

@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.offset_reader import partitions_gone
 from kafkasync_source.options import SourceOptions
 from kafkasync_source.planner import TopicPartition
 from kafkasync_source.schema import arrow_schema
@@ -35,6 +36,8 @@ ARROW_BATCH_ROWS = 10_000
 """Rows per RecordBatch handed to Spark: large enough to amortise per-batch overhead."""
 
 _POLL_SLICE_S = 0.5
+_GONE_CHECK_S = 5.0
+"""A range that makes no progress this long checks whether its partition was deleted."""
 _DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
 
 
@@ -113,7 +116,7 @@ class RangeReader:
         consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
         next_offset = kafka_range.start
         columns = _Columns(topic, self.include_headers)
-        stalled_since = time.monotonic()
+        stalled_since = gone_checked = time.monotonic()
         while next_offset < end:
             messages = consumer.consume(
                 num_messages=min(end - next_offset, ARROW_BATCH_ROWS), timeout=_POLL_SLICE_S
@@ -151,6 +154,12 @@ class RangeReader:
                     f"{self.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) while reading "
                     f"offsets [{next_offset}, {end})."
                 )
+            elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
+                # librdkafka reports no error for a deleted partition: it only stops fetching.
+                gone_checked = time.monotonic()
+                if partitions_gone(consumer, [kafka_range.topic_partition]):
+                    self._deleted(kafka_range, next_offset)
+                    next_offset = end
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
@@ -164,6 +173,20 @@ class RangeReader:
         resume = min(max(low, next_offset), kafka_range.end)
         consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
         return resume
+
+    def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
+        """The partition was deleted with records of the range unread (see
+        ``SyncDriver._report_gone`` for the driver side)."""
+        message = (
+            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} no longer exists (topic "
+            f"deleted) while offsets [{next_offset}, {kafka_range.end}) were still to be read; "
+            "some data may have been missed."
+        )
+        if self.fail_on_data_loss:
+            raise KafkaSyncDataLossError(
+                message + " Set failOnDataLoss=false to drop deleted partitions and continue."
+            )
+        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
     def _data_lost(self, kafka_range: KafkaRange, expected: int, available: int, where: str) -> None:
         message = (

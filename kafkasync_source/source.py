@@ -9,7 +9,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.options import LATEST, SourceOptions, parse_options
+from kafkasync_source.options import LATEST, SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
 from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
@@ -35,14 +35,24 @@ class KafkaSyncDataSource(DataSource):
                                       earliest   -1 latest)
                                       (batch)
     endingOffsets (batch only)        latest     ``latest`` / JSON
-    max.task.idle.ms                  0          -1 never wait (like format("kafka")); 0 wait
-                                                 for fetches, not producers; N wait up to N ms
-                                                 for an idle partition; 9223372036854775807
-                                                 wait forever
+    max.task.idle.ms                  0          -1 never wait: format("kafka")'s admission
+                                                 (with maxOffsetsPerTrigger, its proportional
+                                                 split); 0 wait for fetches, not producers; N
+                                                 wait up to N ms for an idle partition;
+                                                 9223372036854775807 wait forever
+    maxOffsetsPerTrigger              none       records per batch (format("kafka")'s name);
+                                                 synchronized: the first N in Kafka Streams'
+                                                 order; -1: Spark's proportional split
+    minOffsetsPerTrigger              none       hold a batch until this many new offsets ...
+    maxTriggerDelay                   15m        ... or this long since the last batch
+    maxEventTimePerTrigger            none       duration (``30 minutes``): a batch advances
+                                                 stream time at most this far (not with -1)
     failOnDataLoss                    true       fail when needed records are gone
     includeHeaders                    false      add ``headers`` array<struct<key,value>>
-    buffered.records.per.partition    10000      driver buffer bound per partition (also the
-                                                 most a partition adds to one batch)
+    driver.buffer.bytes               67108864   driver buffer for all partitions (16 bytes a
+                                                 fetched record), split evenly
+    buffered.records.per.partition    none       optional cap per partition below that (a full
+                                                 partition ends its contribution to a batch)
     maxRecordsPerPartition            200000     split larger ranges across Spark tasks
     kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long;
                                                  AvailableNow: fail if the driver cannot fetch
@@ -60,6 +70,12 @@ class KafkaSyncDataSource(DataSource):
                                       durable
     autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
                                       autostop   created (1 partition, compact) if missing
+    kafka.isolation.level             read_un-   ``read_uncommitted`` as format("kafka")'s Java
+                                      committed  consumer (not librdkafka's read_committed
+                                                 default); with ``read_committed`` lag is
+                                                 measured against the last stable offset (an
+                                                 open transaction makes a partition idle, not
+                                                 stuck)
     kafka.*                                      passed to librdkafka (``kafka.`` stripped);
                                                  ``kafka.sasl.jaas.config`` PLAIN/SCRAM lines
                                                  are translated
@@ -133,5 +149,19 @@ class KafkaSyncBatchReader(DataSourceReader):
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``format("kafkasync")`` explicitly (installed packages are found without it)."""
+    """Register ``format("kafkasync")`` explicitly (installed packages are found without it),
+    and have Spark mask kafkasync's secret options in plans (see :func:`redact_secret_options`)."""
+    redact_secret_options(spark)
     spark.dataSource.register(KafkaSyncDataSource)
+
+
+def redact_secret_options(spark: SparkSession) -> None:
+    """Extend ``spark.sql.redaction.options.regex`` to the ``kafka.*`` secret options.
+
+    A data source cannot change how Spark prints its options in ``explain()``, the SQL UI or
+    event logs: Spark masks the options that match this session conf (or
+    ``spark.redaction.regex``), and nothing else. The user's own pattern is kept."""
+    key = "spark.sql.redaction.options.regex"
+    current = spark.conf.get(key)
+    if SPARK_OPTIONS_REDACTION_REGEX not in current:
+        spark.conf.set(key, f"{current}|{SPARK_OPTIONS_REDACTION_REGEX}" if current else SPARK_OPTIONS_REDACTION_REGEX)

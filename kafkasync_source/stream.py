@@ -38,8 +38,21 @@ from kafkasync_source.metrics import live_report
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import SourceOptions
-from kafkasync_source.planner import Cut, NO_TIMESTAMP, PartitionState, TopicPartition, plan_batch
-from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
+from kafkasync_source.planner import (
+    NO_TIMESTAMP,
+    BatchLimits,
+    Cut,
+    PartitionState,
+    TopicPartition,
+    plan_batch,
+)
+from kafkasync_source.rate_limit import TriggerDelay
+from kafkasync_source.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader, split_ranges
+
+try:  # PySpark >= 4.2: admission control
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1 never pass a limit
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +70,17 @@ class SyncDriver:
         self._clock = clock
         self._fetcher = DriverFetcher(
             options.client_config,
-            buffer_limit=options.buffered_records_per_partition,
+            buffer_capacity=options.buffer_capacity,
             fail_on_data_loss=options.fail_on_data_loss,
         )
+        rate = options.rate_limits
+        self._trigger_delay = (
+            TriggerDelay(rate.min_offsets_per_trigger, rate.max_trigger_delay_ms)
+            if rate.min_offsets_per_trigger is not None else None
+        )
+        self._horizon = _FetchHorizon()
+        self.delayed: Optional[dict] = None
+        """Set while minOffsetsPerTrigger holds a batch back (for the live report)."""
         self._offset_reader = OffsetReader(options.client_config)
         self._group_committer = (
             GroupCommitter(options.client_config, options.commit_group_id)
@@ -81,7 +102,10 @@ class SyncDriver:
     def report(self) -> dict:
         """Live state of the latest planning decision, for ``reportLatestOffset``."""
         failures = self._group_committer.failures if self._group_committer else 0
-        return live_report(self.last_cut, self.last_states, group_commit_failures=failures)
+        report = live_report(self.last_cut, self.last_states, group_commit_failures=failures)
+        if self.delayed is not None:
+            report["delayedBy"] = self.delayed
+        return report
 
     def commit(self, processed: SyncOffset) -> None:
         if self._group_committer is not None:
@@ -99,40 +123,58 @@ class SyncDriver:
         self.available_now = AvailableNowRun(self._options, self._offset_reader)
 
     def next_offset(
-        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]] = None
+        self,
+        start: SyncOffset,
+        stop_offsets: Optional[Mapping[TopicPartition, int]] = None,
+        *,
+        read_all: bool = False,
     ) -> SyncOffset:
         """The end offset of the next batch, or ``start`` itself when nothing is processable.
 
         ``stop_offsets`` bound an AvailableNow run (:mod:`kafkasync_source.autostop`): only
         partitions below their stop offset are fetched, none goes past it, the rest are
-        FINISHED and never hold a batch back."""
+        FINISHED and never hold a batch back. ``read_all`` is Spark's ReadAllAvailable: the
+        rate-limit options do not apply to this batch."""
         # Spark asks for the next batch only once the one ending at ``start`` is complete, and
         # calls commit() for it only when it constructs the next one: keep the group current.
         self.commit(start)
-        discovered = (
-            self._discover_new_partitions(start) if stop_offsets is None
-            else missing_partitions(start, stop_offsets, self._offset_reader)
+        partitions = (
+            self._refresh_partitions(start) if stop_offsets is None
+            else {**start.partitions, **missing_partitions(start, stop_offsets, self._offset_reader)}
         )
-        if discovered:
-            # New partitions enter the offsets through a batch of their own, so every later
-            # batch has a logged start for them (replays stay exact).
-            return start.with_partitions({**start.partitions, **discovered})
+        if partitions.keys() != start.partitions.keys():
+            # New partitions enter (and deleted ones leave) the offsets through a batch of
+            # their own, so every later batch has a logged start for them (replays stay exact).
+            return start.with_partitions(partitions)
+        moved_back = self._fetcher.logs_moved_back()
+        if moved_back:
+            restarted = start.with_partitions({**start.partitions, **_moved_back(start, moved_back)})
+            self._fetcher.position_at(restarted.next_offsets())
+            return restarted
         fetching = start.next_offsets() if stop_offsets is None else unfinished(start, stop_offsets)
         self._fetcher.position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
-        states = self._fetcher.snapshot(partition_times)
+        states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
         if stop_offsets is not None:
             states = bounded_states(start, states, stop_offsets)
+        # A bounded run must end, so minOffsetsPerTrigger never holds it back (Spark's
+        # ReadMinRows docs leave that case to the source).
+        if not read_all and stop_offsets is None and self._delay_batch(states):
+            self.last_cut, self.last_states = None, states
+            return start
         cut = plan_batch(
             states,
             now_ms=self._clock(),
             max_task_idle_ms=self._options.max_task_idle_ms,
             idle_since=self._idle_since,
+            limits=self._batch_limits(start, read_all),
         )
         self._idle_since = dict(cut.idle_since)
         self.last_cut, self.last_states = cut, states
         if not cut.has_batch:
             return start
+        if self._trigger_delay is not None:
+            self._trigger_delay.batch_started(self._clock())
         if cut.enforced:
             logger.info(
                 "kafkasync: enforced processing — gave up waiting for idle partition(s) %s "
@@ -152,20 +194,130 @@ class SyncDriver:
         self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})
         return end
 
-    def _discover_new_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
+    def _delay_batch(self, states: Mapping[TopicPartition, PartitionState]) -> bool:
+        """minOffsetsPerTrigger / maxTriggerDelay, as format("kafka")'s delayBatch: the new
+        offsets are counted up to the log end offsets the driver knows."""
+        self.delayed = None
+        if self._trigger_delay is None:
+            return False
+        available = sum(
+            max(0, state.end_offset - state.start)
+            for state in states.values() if state.end_offset is not None
+        )
+        if not self._trigger_delay.should_delay(available, self._clock()):
+            return False
+        self.delayed = {
+            "option": "minOffsetsPerTrigger",
+            "minOffsetsPerTrigger": self._trigger_delay.min_offsets,
+            "availableOffsets": available,
+            "until": self._trigger_delay.deadline_ms(),
+        }
+        return True
+
+    def _batch_limits(self, start: SyncOffset, read_all: bool) -> BatchLimits:
+        rate = self._options.rate_limits
+        if read_all:
+            return BatchLimits()
+        return BatchLimits(
+            max_records=rate.max_offsets_per_trigger,
+            max_stream_time_step_ms=rate.max_event_time_per_trigger_ms,
+            previous_stream_time=start.stream_time,
+        )
+
+    def _refresh_partitions(self, start: SyncOffset) -> dict[TopicPartition, PartitionOffset]:
+        """``start``'s partitions, plus the ones created since, minus the deleted ones; looked
+        up at most once per ``partitionDiscoveryIntervalMs``."""
         now = self._clock()
         if now < self._next_discovery_ms:
-            return {}
+            return dict(start.partitions)
         self._next_discovery_ms = now + self._options.partition_discovery_interval_ms
         current = self._offset_reader.partitions(self._options.subscription, must_exist=False)
+        missing = [tp for tp in start.partitions if tp not in current]
+        gone = self._offset_reader.gone(missing) if missing else []
+        if gone:
+            self._report_gone(start, gone)
+        partitions = {tp: offset for tp, offset in start.partitions.items() if tp not in gone}
         new = [tp for tp in current if tp not in start.partitions]
-        if not new:
-            return {}
-        # As Spark's Kafka source does: partitions that appear while a query runs are read
-        # from their beginning, so none of their records is missed.
-        marks = self._offset_reader.watermarks(new)
-        logger.info("kafkasync: new partition(s) %s", ", ".join(f"{t}-{p}" for t, p in new))
-        return {tp: PartitionOffset(marks[tp][0]) for tp in new}
+        if new:
+            # As Spark's Kafka source does: partitions that appear while a query runs are read
+            # from their beginning, so none of their records is missed.
+            marks = self._offset_reader.watermarks(new)
+            logger.info("kafkasync: new partition(s) %s", ", ".join(f"{t}-{p}" for t, p in new))
+            partitions.update({tp: PartitionOffset(marks[tp][0]) for tp in new})
+        return partitions
+
+    def _report_gone(self, start: SyncOffset, gone: list[TopicPartition]) -> None:
+        """Deleted partitions leave the offsets. As format("kafka") does (KafkaMicroBatchStream
+        .planInputPartitions: "... are gone. Some data may have been missed", through
+        reportDataLoss), that is data loss — unless every record of theirs had been read,
+        which kafkasync knows from the log end it last saw."""
+        unread = []
+        for tp in gone:
+            state = self.last_states.get(tp)
+            next_offset = start.partitions[tp].next_offset
+            if state is None or state.end_offset is None or next_offset < state.end_offset:
+                end = "unknown" if state is None or state.end_offset is None else state.end_offset
+                unread.append(f"{tp.topic}-{tp.partition} (next offset {next_offset}, log end {end})")
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in gone)
+        if not unread:
+            logger.info("kafkasync: partition(s) %s were deleted after being read to their end; "
+                        "they leave the offsets.", names)
+            return
+        message = (f"kafkasync: partition(s) {', '.join(unread)} no longer exist (topic deleted) "
+                   "while records of theirs were still unread; some data may have been missed.")
+        if self._options.fail_on_data_loss:
+            raise KafkaSyncDataLossError(
+                message + " Set failOnDataLoss=false to drop deleted partitions and continue."
+            )
+        logger.warning("%s Dropping them (failOnDataLoss=false).", message)
+
+
+def _moved_back(
+    start: SyncOffset, moved_back: Mapping[TopicPartition, tuple[int, int]]
+) -> dict[TopicPartition, PartitionOffset]:
+    """Restart partitions whose log now ends below the query's position (topic deleted and
+    recreated, or truncated) at the log's new start, with a data-loss warning naming them:
+    format("kafka") reports it too ("offset was changed from X to Y, some data may have been
+    missed", KafkaMicroBatchStream) but then continues from the new log's end, skipping the
+    records the new log already holds. A batch ending at a lower offset reads nothing for that
+    partition (the range [start, end) is empty) and moves it back."""
+    restarted = {}
+    for tp, (position, restart) in sorted(moved_back.items()):
+        if tp not in start.partitions:
+            continue
+        logger.warning(
+            "kafkasync: %s-%d moved backwards: the query stands at offset %d (fetched up to "
+            "%d) but the log now restarts at %d (topic deleted and recreated, or truncated). "
+            "Continuing from offset %d (failOnDataLoss=false); records of the old log from "
+            "offset %d on that were not read are lost.",
+            tp.topic, tp.partition, start.partitions[tp].next_offset, position, restart, restart,
+            start.partitions[tp].next_offset,
+        )
+        restarted[tp] = PartitionOffset(restart, start.partitions[tp].partition_time)
+    return restarted
+
+
+class _FetchHorizon:
+    """The log end offsets known when planning of a batch began (see the planner's "Same data,
+    same batches"): captured on the first ``latestOffset`` from a start, kept while Spark asks
+    again from the same start, so records produced meanwhile never hold the batch back."""
+
+    def __init__(self) -> None:
+        self._start: Optional[dict[TopicPartition, int]] = None
+        self._ends: dict[TopicPartition, int] = {}
+
+    def from_start(self, start: SyncOffset) -> Callable[[TopicPartition, Optional[int]], Optional[int]]:
+        """A partition's horizon for a batch from ``start``, given its end offset known now."""
+        starts = start.next_offsets()
+        if starts != self._start:
+            self._start, self._ends = starts, {}
+
+        def horizon(tp: TopicPartition, end_offset: Optional[int]) -> Optional[int]:
+            if tp not in self._ends and end_offset is not None:
+                self._ends[tp] = end_offset
+            return self._ends.get(tp)
+
+        return horizon
 
 
 def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream_time: int) -> int:
@@ -210,9 +362,21 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._initial = self._sync_driver().initial_offset().to_json()
         return self._initial
 
+    def getDefaultReadLimit(self) -> Any:
+        """As format("kafka"): ReadMinRows with minOffsetsPerTrigger, else ReadMaxRows with
+        maxOffsetsPerTrigger, else ReadAllAvailable (PySpark has no composite limit; whichever
+        is returned, ``latestOffset`` applies all configured limits unless Spark passes
+        ReadAllAvailable)."""
+        rate = self._options.rate_limits
+        if rate.min_offsets_per_trigger is not None:
+            return ReadMinRows(rate.min_offsets_per_trigger)
+        if rate.max_offsets_per_trigger is not None:
+            return ReadMaxRows(rate.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
-        # PySpark >= 4.2 passes the start (and a ReadLimit; kafkasync reads everything that is
-        # processable, so ReadAllAvailable and the default limit mean the same here).
+        # PySpark >= 4.2 passes the start and a ReadLimit: ReadAllAvailable (e.g. Trigger.Once)
+        # lifts the rate limits for this batch, any other applies them as configured.
         # PySpark 4.0/4.1 pass nothing, and call this before initialOffset() on a fresh query:
         # continue from the last offset handed out, else from startingOffsets. Whether that
         # was Spark's start is only known in partitions(), which checks it.
@@ -221,9 +385,10 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             start = self._last_end if self._last_end is not None else self.initialOffset()
         start_offset = SyncOffset.from_json(start)
         driver = self._sync_driver()
+        read_all = ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable)
         end_offset = (
-            driver.next_offset(start_offset) if driver.available_now is None
-            else driver.available_now.next_offset(driver, start_offset)
+            driver.next_offset(start_offset, read_all=read_all) if driver.available_now is None
+            else driver.available_now.next_offset(driver, start_offset, read_all=read_all)
         )
         self._last_end = start if end_offset is start_offset else end_offset.to_json()
         self._unconfirmed_plan = (start, self._last_end) if legacy else None

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from kafkasync_source.fetcher import DriverFetcher
+from kafkasync_source.fetcher import DriverFetcher, readable_end
 from kafkasync_source.planner import TopicPartition
 from kafkasync_source.testing import Record
 
@@ -26,7 +26,7 @@ def test_bounded_buffers_deliver_every_record_once_in_order(kafka_cluster, topic
     kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(2_000)])
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
-                            buffer_limit=100, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True)
     try:
         starts = {tp: 0 for tp in tps}
         seen = {tp: [] for tp in tps}
@@ -50,7 +50,7 @@ def test_lag_reaches_zero_past_a_trailing_transaction_marker(kafka_cluster, topi
     kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
     tp = TopicPartition(topic, 0)
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
-                            buffer_limit=1_000, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 1_000, fail_on_data_loss=True)
     try:
         fetcher.position_at({tp: 0})
         state = wait_for(lambda: (s := fetcher.snapshot({})[tp]).end_offset == s.position == 4 and s)
@@ -73,7 +73,7 @@ def test_unknown_end_offset_until_the_first_fetch_answers(fresh_cluster):
     for broker in (1, 2, 3):
         fresh_cluster.set_rtt(broker, 1_500)
     fetcher = DriverFetcher({"bootstrap.servers": fresh_cluster.bootstrap_servers},
-                            buffer_limit=10, fail_on_data_loss=True)
+                            buffer_capacity=lambda partitions: 10, fail_on_data_loss=True)
     try:
         fetcher.position_at({tp: 0})
         first = fetcher.snapshot({})[tp]
@@ -83,3 +83,18 @@ def test_unknown_end_offset_until_the_first_fetch_answers(fresh_cluster):
         assert arrived.offsets.tolist() == [0]
     finally:
         fetcher.close()
+
+
+def test_read_committed_lag_is_measured_against_the_last_stable_offset():
+    """An open transaction from offset 8 on: the high watermark is 414, but a read_committed
+    fetch ends at 8 (the LSO, reported by the end-of-partition event). The embedded cluster
+    has no LSO of its own (its fetch answers LSO = high watermark and does not filter aborted
+    records), so this is tested on the rule; integration/ tests it on a real broker."""
+    stalled = dict(eof_offset=8, position=8, high_watermark=414)
+    assert readable_end(read_committed=True, **stalled) == 8
+    assert readable_end(read_committed=False, **stalled) == 414
+    # Records fetched past the last end-of-partition event: the LSO moved on.
+    assert readable_end(read_committed=True, eof_offset=8, position=20, high_watermark=414) == 414
+    # Nothing known yet, or only the cached high watermark.
+    assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=-1) is None
+    assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=5) == 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import logging
 import time
 
@@ -43,6 +44,8 @@ def test_live_report_says_which_partition_holds_the_batch_and_until_when():
     assert report["groupCommitFailuresTotal"] == 2
     json.dumps(report)  # Spark needs plain JSON values
 
+    # Once a's fetch has caught up, the batch proceeds without b.
+    states[A] = replace(states[A], end_offset=3)
     later = plan_batch(states, now_ms=1_600, max_task_idle_ms=500, idle_since=cut.idle_since)
     enforced = live_report(later, states, group_commit_failures=0)
     assert enforced["batch"] and enforced["enforced"] and enforced["givenUp"] == ["b-0"]

@@ -1,5 +1,7 @@
 """Option validation: every bad input fails at query start, naming the option."""
 
+import re
+
 import pytest
 
 from kafkasync_source.options import KafkaSyncOptionError, parse_options, redact
@@ -30,7 +32,8 @@ def test_option_names_are_case_insensitive_and_kafka_prefix_is_stripped():
         streaming=True,
     )
     assert options.subscription.topics == ("a", "b")
-    assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000"}
+    assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000",
+                                     "isolation.level": "read_uncommitted"}
     assert options.include_headers is True
 
 
@@ -129,3 +132,76 @@ def test_jaas_config_is_translated_and_secrets_never_echoed():
     with pytest.raises(KafkaSyncOptionError) as failure:
         parse(**{"kafka.sasl.jaas.config": "KerberosLoginModule required keyTab=\"/k\" s3cr3t;"})
     assert "s3cr3t" not in str(failure.value)
+
+
+def test_jaas_config_takes_the_password_before_the_username():
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'password="pw-first" username="alice";')
+    options = parse(**{"kafka.sasl.jaas.config": jaas})
+    assert options.client_config["sasl.username"] == "alice"
+    assert options.client_config["sasl.password"] == "pw-first"
+
+
+def test_isolation_level_defaults_to_read_uncommitted_like_format_kafka():
+    assert parse().client_config["isolation.level"] == "read_uncommitted"
+    committed = parse(**{"kafka.isolation.level": "READ_COMMITTED"})
+    assert committed.client_config["isolation.level"] == "read_committed"
+    with pytest.raises(KafkaSyncOptionError, match=r"'kafka\.isolation\.level'.*'sometimes'"):
+        parse(**{"kafka.isolation.level": "sometimes"})
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [('{"t":[true]}', "true"), ('{"t":[0.9]}', "0.9"), ('{"t":["1"]}', '"1"'),
+     ('{"t":[1e0]}', "1.0"), ('{"t":[null]}', "null")],
+)
+def test_assign_rejects_anything_but_integer_partitions(value, shown):
+    with pytest.raises(KafkaSyncOptionError, match=rf"'assign'.*partition of topic 't'.*{re.escape(shown)}"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "assign": value}, streaming=True)
+
+
+@pytest.mark.parametrize("value", ['{"t":[0,1]', '["t"]', '{"t":0}', '{"t":{"0":1}}'])
+def test_assign_rejects_other_shapes(value):
+    with pytest.raises(KafkaSyncOptionError, match=r"'assign' must be JSON like"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "assign": value}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [('{"orders":{"0":1.5}}', r"offset of orders-0.*1\.5"),
+     ('{"orders":{"0":true}}', r"offset of orders-0.*true"),
+     ('{"orders":{"0":"5"}}', r'offset of orders-0.*"5"'),
+     ('{"orders":{"0.5":5}}', r"partition '0\.5' of topic 'orders'"),
+     ('{"orders":{"x":5}}', r"partition 'x' of topic 'orders'"),
+     ('{"orders":[5]}', r"must be 'earliest', 'latest' or JSON")],
+)
+def test_offsets_reject_anything_but_integers(value, match):
+    with pytest.raises(KafkaSyncOptionError, match=rf"'startingOffsets'.*{match}"):
+        parse(startingOffsets=value)
+    with pytest.raises(KafkaSyncOptionError, match=rf"'endingOffsets'.*{match}"):
+        parse(streaming=False, endingOffsets=value.replace("-2", "-1"))
+
+
+@pytest.mark.parametrize(
+    "java, topic, matches",
+    [(r"(?<env>prod|dev)\.orders", "prod.orders", True),
+     (r"(?<env>prod|dev)\.orders", "test.orders", False),
+     (r"(?<x>[a-z])-\k<x>", "a-a", True),
+     (r"(?<x>[a-z])-\k<x>", "a-b", False),
+     (r"\Qa.b\E.*", "a.b-1", True),
+     (r"\Qa.b\E.*", "axb-1", False),
+     (r"(?<!x)orders", "orders", True)],
+)
+def test_subscribe_pattern_translates_java_regex_syntax(java, topic, matches):
+    import re as python_re
+
+    pattern = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "subscribePattern": java}, streaming=True
+    ).subscription.pattern
+    assert bool(python_re.fullmatch(pattern, topic)) is matches
+
+
+def test_subscribe_pattern_names_what_is_unsupported():
+    with pytest.raises(KafkaSyncOptionError, match=r"'subscribePattern'.*\\p\{\.\.\.\} classes"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "subscribePattern": r"\p{Alpha}+"},
+                      streaming=True)

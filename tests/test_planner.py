@@ -13,8 +13,8 @@ empty. What they establish:
     the longest prefix any tie-breaking order processes (breaking ties in that partition's favour),
     i.e. the cut is the union over tie-breaking orders of what Kafka Streams processes;
 (c) driving the planner with max.task.idle.ms = 0 over fully fetched logs emits every record once,
-    in offset order, in the same batches as the reference run with enforced processing split at
-    queue-empty events;
+    in offset order: first what the reference processes until a queue runs empty, then, enforced,
+    everything else (Kafka Streams gives up on caught-up queues at once);
 (d) in-order partitions, random fetch chunks, WAIT_FOREVER: no record of a later batch is older
     than an earlier batch's stream time.
 """
@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from kafkasync_source.planner import (
     NEVER_WAIT,
+    BatchLimits,
     NO_TIMESTAMP,
     WAIT_FOREVER,
     Cut,
@@ -61,6 +62,8 @@ def state(
     end_offset: object = _POSITION,
     partition_time: int = NO_TIMESTAMP,
     stop_offset: Optional[int] = None,
+    fetch_horizon: Optional[int] = None,
+    buffer_full: bool = False,
 ) -> PartitionState:
     """A partition state; by default offsets are contiguous from start and the lag is 0."""
     if offsets is None:
@@ -76,6 +79,8 @@ def state(
         end_offset=position if end_offset is _POSITION else end_offset,
         partition_time=partition_time,
         stop_offset=stop_offset,
+        fetch_horizon=fetch_horizon,
+        buffer_full=buffer_full,
     )
 
 
@@ -85,10 +90,12 @@ def plan(
     now_ms: int = NOW,
     max_task_idle_ms: int = 0,
     idle_since: Optional[dict[TopicPartition, int]] = None,
+    limits: BatchLimits = BatchLimits(),
 ) -> Cut:
     """plan_batch with test defaults."""
     return plan_batch(
-        partitions, now_ms=now_ms, max_task_idle_ms=max_task_idle_ms, idle_since=idle_since or {}
+        partitions, now_ms=now_ms, max_task_idle_ms=max_task_idle_ms, idle_since=idle_since or {},
+        limits=limits,
     )
 
 
@@ -382,30 +389,72 @@ def test_empty_input_is_no_batch():
 # --------------------------------------------------------------------------------------------
 
 
-def test_never_wait_takes_everything_buffered_from_every_partition():
+def test_never_wait_takes_everything_up_to_the_horizon_and_never_waits_for_producers():
     partitions = {
         tp(0): state([10, 50, 20]),
         tp(1): state([30], start=5, position=9),
-        tp(2): state([], start=2, end_offset=None),
-        tp(3): state([], start=2, position=4, end_offset=7),
-        tp(4): state([], start=2, position=5),
+        tp(2): state([], start=2, position=5),  # idle: lag 0
+        tp(3): state([40, 60], fetch_horizon=1),  # fetched past the horizon: left for later
     }
-    cut = plan(partitions, max_task_idle_ms=NEVER_WAIT, idle_since={tp(4): NOW - 10})
+    cut = plan(partitions, max_task_idle_ms=NEVER_WAIT, idle_since={tp(2): NOW - 10})
     assert cut.has_batch and not cut.enforced and cut.given_up == ()
     assert cut.stream_time == 50
-    assert records_of(cut) == {tp(0): 3, tp(1): 1, tp(2): 0, tp(3): 0, tp(4): 0}
-    assert cut.end_offsets == {tp(0): 3, tp(1): 9, tp(2): 2, tp(3): 4, tp(4): 5}
+    assert records_of(cut) == {tp(0): 3, tp(1): 1, tp(2): 0, tp(3): 1}
+    assert cut.end_offsets == {tp(0): 3, tp(1): 9, tp(2): 5, tp(3): 1}
     statuses = {p: d.status for p, d in cut.partitions.items()}
-    assert statuses == {
-        tp(0): PartitionStatus.READY,
-        tp(1): PartitionStatus.READY,
-        tp(2): PartitionStatus.WAITING_FOR_END_OFFSET,
-        tp(3): PartitionStatus.WAITING_FOR_FETCH,
-        tp(4): PartitionStatus.IDLE,
-    }
-    assert cut.partitions[tp(4)].idle_deadline == NOW - 10
-    assert cut.idle_since == {tp(4): NOW - 10}
+    assert statuses[tp(2)] is PartitionStatus.IDLE
+    assert cut.partitions[tp(2)].idle_deadline == NOW - 10
+    assert cut.idle_since == {tp(2): NOW - 10}
     assert cut.blocking == {}
+
+
+@pytest.mark.parametrize(
+    "waiting, status",
+    [
+        (state([], start=2, end_offset=None), PartitionStatus.WAITING_FOR_END_OFFSET),
+        (state([30], end_offset=None), PartitionStatus.WAITING_FOR_END_OFFSET),
+        (state([], start=2, position=4, end_offset=7), PartitionStatus.WAITING_FOR_FETCH),
+        (state([30], end_offset=7), PartitionStatus.WAITING_FOR_FETCH),
+    ],
+)
+def test_never_wait_waits_for_the_fetch_of_records_the_broker_has(waiting, status):
+    """Like format("kafka"), -1 reads what exists when the batch is planned: it waits for
+    those records' fetch (so the batch does not depend on fetch progress), never for producers."""
+    partitions = {tp(0): state([10, 50]), tp(1): waiting}
+    cut = plan(partitions, max_task_idle_ms=NEVER_WAIT)
+    assert_no_batch(cut, partitions)
+    assert cut.partitions[tp(1)].status is status
+    assert set(cut.blocking) == {tp(1)}
+
+
+def test_never_wait_with_a_full_buffer_stops_at_the_buffer_end():
+    partitions = {
+        tp(0): state([10, 50], end_offset=100, buffer_full=True),
+        tp(1): state([30, 31, 32]),
+    }
+    cut = plan(partitions, max_task_idle_ms=NEVER_WAIT)
+    assert cut.end_offsets == {tp(0): 2, tp(1): 3}
+
+
+@pytest.mark.parametrize(
+    "starts, ends, limit, expected",
+    [
+        # 600 remaining, 200 allowed: shares 100, 66.67 -> 66, 33.33 -> 33 (floored)
+        ([0, 0, 0], [300, 200, 100], 200, [100, 66, 33]),
+        # a share below 1 is rounded up, not starved; the total may then exceed the limit
+        ([0, 0], [1000, 1], 10, [9, 1]),
+        # never past the end; nothing remaining keeps its end
+        ([5, 7], [6, 7], 100, [6, 7]),
+        ([0, 10], [1, 20], 3, [1, 12]),
+    ],
+)
+def test_never_wait_with_max_records_splits_the_cap_like_spark(starts, ends, limit, expected):
+    partitions = {
+        tp(p): state(list(range(end - start)), start=start)
+        for p, (start, end) in enumerate(zip(starts, ends))
+    }
+    cut = plan(partitions, max_task_idle_ms=NEVER_WAIT, limits=BatchLimits(max_records=limit))
+    assert [cut.end_offsets[tp(p)] for p in range(len(starts))] == expected
 
 
 def test_never_wait_respects_stop_offset():
@@ -495,7 +544,9 @@ def test_stop_offset_hides_later_records_and_caps_position_and_lag():
     assert decision.records == 2
     assert decision.end == 2  # capped position, not 4
     assert decision.lag == 0  # min(100, 2) - min(4, 2)
-    assert cut.stream_time == 2
+    # Everything up to its stop offset is buffered: nothing more will come, so tp(0) does not
+    # bound stream time and tp(1)'s record is processed in the same batch.
+    assert cut.stream_time == 10 and cut.partitions[tp(1)].records == 1
 
 
 def test_stop_offset_inside_a_gap_ends_the_partition_at_the_stop_offset():
@@ -774,8 +825,18 @@ def test_b_with_ties_the_cut_is_the_union_over_tie_breaking_orders(partition_log
 @settings(max_examples=300, deadline=None)
 @given(partition_logs=logs(distinct=True, min_records=0))
 def test_c_enforced_batches_match_kafka_streams_split_at_queue_empty_events(partition_logs):
+    """With max.task.idle.ms=0 Kafka Streams never stops for a caught-up queue: the first batch
+    ends where the first queue runs empty (as without enforcement), and the enforced batch after
+    it takes all the rest, which Kafka Streams processes in one go (every further queue that
+    runs empty is caught up and given up on at once)."""
     queues = [log.timestamps for log in partition_logs]
-    expected_segments = reference_with_enforcement(queues)
+    segments = reference_with_enforcement(queues)
+    def total(parts: list[list[int]]) -> list[int]:
+        return [sum(column) for column in zip(*parts)]
+    if any(not queue for queue in queues):  # enforced from the start: one batch
+        expected_segments = [total(segments)] if segments else []
+    else:
+        expected_segments = segments[:1] + ([total(segments[1:])] if segments[1:] else [])
     partitions = fully_fetched(partition_logs)
     emitted: dict[TopicPartition, list[int]] = {p: [] for p in partitions}
     batches: list[list[int]] = []
@@ -913,3 +974,162 @@ def test_d_without_enforcement_no_later_record_is_older_than_an_earlier_stream_t
     if bounded:  # finished partitions never block, so a bounded run drains completely
         assert all(emitted[p] == log.offsets for p, log in enumerate(partition_logs))
         assert plan(partitions, max_task_idle_ms=WAIT_FOREVER).all_finished
+
+
+# --------------------------------------------------------------------------------------------
+# Same data, same batches: the cut never depends on fetch progress
+# --------------------------------------------------------------------------------------------
+
+
+def test_partly_fetched_partition_that_would_give_everything_waits_for_its_fetch():
+    partitions = {tp(0): state([1, 2, 3]), tp(1): state([1, 2], end_offset=9)}
+    cut = plan(partitions)
+    assert_no_batch(cut, partitions)
+    assert cut.partitions[tp(1)].status is PartitionStatus.WAITING_FOR_FETCH
+    assert set(cut.blocking) == {tp(1)}
+
+
+def test_partly_fetched_partition_is_fine_when_the_cut_stops_inside_its_buffer():
+    partitions = {tp(0): state([1, 2, 3]), tp(1): state([1, 5], end_offset=9)}
+    cut = plan(partitions)
+    assert records_of(cut) == {tp(0): 3, tp(1): 1}
+    assert cut.stream_time == 3
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        state([1, 2], end_offset=9, fetch_horizon=2),  # fetched up to the horizon
+        state([1, 2], end_offset=9, buffer_full=True),  # the buffer is full
+    ],
+)
+def test_horizon_reached_or_full_buffer_makes_a_partition_complete(partial):
+    cut = plan({tp(0): state([1, 2, 3]), tp(1): partial})
+    assert cut.stream_time == 2
+    assert records_of(cut) == {tp(0): 2, tp(1): 2}
+
+
+def test_horizon_never_lies_past_what_can_be_read_now():
+    # An open transaction: the readable end (last stable offset, 2) is below the horizon taken
+    # from the high watermark (9); the partition is caught up with what it can read.
+    cut = plan({tp(0): state([1, 2, 3]), tp(1): state([1, 2], end_offset=2, fetch_horizon=9)})
+    assert cut.has_batch and records_of(cut) == {tp(0): 2, tp(1): 2}
+    never_wait = plan(
+        {tp(0): state([1, 2, 3]), tp(1): state([1, 2], end_offset=2, fetch_horizon=9)},
+        max_task_idle_ms=NEVER_WAIT,
+    )
+    assert never_wait.end_offsets == {tp(0): 3, tp(1): 2}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    partition_logs=logs(distinct=False, max_records=10),
+    fetched=st.lists(st.integers(0, 10), min_size=5, max_size=5),
+    max_records=st.none() | st.integers(1, 12),
+    step=st.none() | st.integers(1, 3),
+    never_wait=st.booleans(),
+)
+def test_every_cut_made_while_fetching_equals_the_cut_over_the_fully_fetched_log(
+    partition_logs, fetched, max_records, step, never_wait
+):
+    """Whatever the fetcher has buffered when the planner is asked, a batch it cuts is the one
+    it cuts once everything below the horizon is fetched: re-runs give the same batches."""
+    if never_wait:
+        step = None
+    limits = BatchLimits(max_records=max_records, max_stream_time_step_ms=step)
+    idle_ms = NEVER_WAIT if never_wait else 0
+    complete = fully_fetched(partition_logs)
+    partial = {}
+    for (p, full), log, count in zip(complete.items(), partition_logs, fetched):
+        count = min(count, len(log.offsets))
+        position = log.end if count == len(log.offsets) else log.offsets[count]
+        partial[p] = replace(
+            full, offsets=full.offsets[:count], timestamps=full.timestamps[:count],
+            position=position, fetch_horizon=log.end,
+        )
+    expected = plan(complete, max_task_idle_ms=idle_ms, limits=limits)
+    cut = plan(partial, max_task_idle_ms=idle_ms, limits=limits)
+    if cut.has_batch:
+        assert cut.end_offsets == expected.end_offsets
+        assert cut.stream_time == expected.stream_time
+    else:
+        assert cut.blocking
+
+
+# --------------------------------------------------------------------------------------------
+# Rate limits in Kafka Streams' order
+# --------------------------------------------------------------------------------------------
+
+
+def reference_first_records(queues: Sequence[Sequence[int]], limit: int) -> list[int]:
+    """Kafka Streams' loop, stopped after ``limit`` records or when a queue runs empty."""
+    heads = [0] * len(queues)
+    for _ in range(limit):
+        candidates = [p for p, queue in enumerate(queues) if heads[p] < len(queue)]
+        chosen = min(candidates, key=lambda p: queues[p][heads[p]])
+        heads[chosen] += 1
+        if heads[chosen] == len(queues[chosen]):
+            break
+    return heads
+
+
+@settings(max_examples=500, deadline=None)
+@given(partition_logs=logs(distinct=True), limit=st.integers(1, 30))
+def test_a_capped_batch_is_the_first_n_records_kafka_streams_processes(partition_logs, limit):
+    queues = [log.timestamps for log in partition_logs]
+    cut = plan(fully_fetched(partition_logs), limits=BatchLimits(max_records=limit))
+    taken = [cut.partitions[tp(p)].records for p in range(len(queues))]
+    assert taken == reference_first_records(queues, limit)
+    assert cut.records <= limit
+    processed = [t for queue, n in zip(queues, taken) for t in queue[:n]]
+    assert cut.stream_time == max(processed)
+
+
+def test_capped_batch_takes_the_smallest_heads_first_and_ties_go_to_the_lower_partition():
+    partitions = {tp(0): state([5, 6, 7, 8]), tp(1): state([1, 5, 9]), tp(2): state([5, 5, 10])}
+    cut = plan(partitions, limits=BatchLimits(max_records=4))
+    # Order: t1@1, then ties at 5: t0@5, t1@5, t2@5 (lower partition first)
+    assert records_of(cut) == {tp(0): 1, tp(1): 2, tp(2): 1}
+    assert cut.stream_time == 5
+
+
+def test_capped_batch_keeps_an_out_of_order_record_behind_the_larger_one_before_it():
+    partitions = {tp(0): state([9, 1, 2]), tp(1): state([3, 4, 20])}
+    cut = plan(partitions, limits=BatchLimits(max_records=2))
+    # Kafka Streams compares heads: 3 and 4 go first, the 1 waits behind the 9.
+    assert records_of(cut) == {tp(0): 0, tp(1): 2}
+
+
+def test_stream_time_step_bounds_each_batch_and_jumps_gaps_in_event_time():
+    partitions = {tp(0): state([100, 105, 110, 200]), tp(1): state([101, 130, 250])}
+    limits = BatchLimits(max_stream_time_step_ms=10, previous_stream_time=100)
+    cut = plan(partitions, limits=limits)
+    assert records_of(cut) == {tp(0): 3, tp(1): 1} and cut.stream_time == 110
+    # Nothing between 110 and 130: the next slice starts at the next record, not at 110.
+    after_first = {p: after(partitions[p], cut.partitions[p]) for p in partitions}
+    cut = plan(after_first, limits=replace(limits, previous_stream_time=110))
+    assert records_of(cut) == {tp(0): 0, tp(1): 1} and cut.stream_time == 130
+
+
+@settings(max_examples=300, deadline=None)
+@given(partition_logs=logs(distinct=False), step=st.integers(1, 2000), previous=st.integers(-1, 5000))
+def test_stream_time_step_is_never_exceeded(partition_logs, step, previous):
+    partitions = fully_fetched(partition_logs)
+    limits = BatchLimits(max_stream_time_step_ms=step, previous_stream_time=previous)
+    cut = plan(partitions, limits=limits)
+    heads = [int(s.timestamps[0]) for s in partitions.values()]
+    assert cut.has_batch
+    assert cut.stream_time <= max(previous, min(heads)) + step
+    natural = plan(partitions)
+    for p, decision in cut.partitions.items():
+        assert decision.records <= natural.partitions[p].records
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError):
+        BatchLimits(max_records=0)
+    with pytest.raises(ValueError):
+        BatchLimits(max_stream_time_step_ms=0)
+    with pytest.raises(ValueError, match="synchronized"):
+        plan({tp(0): state([1])}, max_task_idle_ms=NEVER_WAIT,
+             limits=BatchLimits(max_stream_time_step_ms=5))

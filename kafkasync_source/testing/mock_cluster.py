@@ -147,6 +147,7 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "rd_kafka_mock_cluster_bootstraps": (_c_char_p, [_c_void_p]),
     "rd_kafka_mock_topic_create": (_c_int, [_c_void_p, _c_char_p, _c_int, _c_int]),
     "rd_kafka_mock_topic_set_error": (None, [_c_void_p, _c_char_p, _c_int]),
+    "rd_kafka_mock_topic_delete": (_c_int, [_c_void_p, _c_char_p]),
     "rd_kafka_mock_broker_set_down": (_c_int, [_c_void_p, _c_int32]),
     "rd_kafka_mock_broker_set_up": (_c_int, [_c_void_p, _c_int32]),
     "rd_kafka_mock_broker_set_rtt": (_c_int, [_c_void_p, _c_int32, _c_int]),
@@ -397,6 +398,13 @@ class MockKafkaCluster:
             )
         _check(f"create_topic({name!r})", code)
         self.wait_for_topic(name, partitions, timeout)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` with its records, as a broker's DeleteTopics does: fetches of its
+        partitions then answer UNKNOWN_TOPIC_OR_PART and metadata no longer lists it."""
+        with self._lock:
+            code = self._lib.rd_kafka_mock_topic_delete(self._mcluster(), name.encode())
+        _check(f"delete_topic({name!r})", code)
 
     def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = 10.0):
         """Poll metadata until ``name`` is visible with ``partitions`` led partitions."""

@@ -1,0 +1,40 @@
+"""An unreachable cluster fails naming the brokers, what failed and how long it was tried
+(librdkafka's own exception only says "Broker transport failure")."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkasync_source import offset_reader
+from kafkasync_source.offset_reader import KafkaSyncConnectionError, OffsetReader
+from kafkasync_source.options import Subscription
+
+
+@pytest.fixture(autouse=True)
+def short_metadata_timeout(monkeypatch):
+    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 3.0)
+
+
+def failure(config):
+    with OffsetReader(config) as reader, pytest.raises(KafkaSyncConnectionError) as raised:
+        reader.partitions(Subscription(topics=("orders",)), must_exist=True)
+    return str(raised.value)
+
+
+def test_a_refused_connection_names_the_address_and_the_time_tried():
+    message = failure({"bootstrap.servers": "127.0.0.1:1"})
+    assert "kafka.bootstrap.servers=127.0.0.1:1 (security.protocol=plaintext) for 3 s" in message
+    assert "Connection refused" in message
+
+
+def test_an_unknown_host_says_it_did_not_resolve():
+    message = failure({"bootstrap.servers": "no-such-host.invalid:9092"})
+    assert "no-such-host.invalid:9092" in message and "resolve" in message
+
+
+def test_sasl_against_a_plaintext_listener_says_so_without_the_password(kafka_cluster):
+    message = failure({"bootstrap.servers": kafka_cluster.bootstrap_servers,
+                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                       "sasl.username": "svc", "sasl.password": "pw-9931-x"})
+    assert "security.protocol=SASL_PLAINTEXT" in message and "SASL" in message.split("reported:")[1]
+    assert "pw-9931-x" not in message

@@ -1,0 +1,100 @@
+"""The stream reader's admission control (PySpark >= 4.2), driven directly on the driver side.
+
+Spark asks ``getDefaultReadLimit()`` once and passes a ReadLimit to every ``latestOffset``; it
+passes ReadAllAvailable where a trigger must read everything (e.g. Trigger.Once), which must lift
+the rate-limit options. These are the calls Spark makes, made here without a query so that each
+limit can be checked exactly (end-to-end rate-limit tests are in test_rate_limits.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("pyspark.sql.streaming.datasource", reason="admission control needs PySpark >= 4.2")
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
+
+from kafkasync_source.offsets import SyncOffset  # noqa: E402
+from kafkasync_source.options import parse_options  # noqa: E402
+from kafkasync_source.schema import kafka_schema  # noqa: E402
+from kafkasync_source.stream import KafkaSyncStreamReader  # noqa: E402
+from kafkasync_source.testing import Record  # noqa: E402
+
+BASE_TS = 1_700_000_000_000
+
+
+def reader_for(cluster, topic, **options) -> KafkaSyncStreamReader:
+    """A reader with max.task.idle.ms=-1, so that batch sizes follow the limits alone."""
+    parsed = parse_options(
+        {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+         "startingOffsets": "earliest", "max.task.idle.ms": "-1",
+         **{k: str(v) for k, v in options.items()}},
+        streaming=True,
+    )
+    return KafkaSyncStreamReader(parsed, kafka_schema(False))
+
+
+def next_batch(reader, start: dict, limit, timeout: float = 30.0) -> dict:
+    """latestOffset until it returns a batch (the driver's first fetch takes a moment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        end = reader.latestOffset(start, limit)
+        if end != start:
+            return end
+        time.sleep(0.05)
+    raise AssertionError(f"no batch within {timeout} s: {reader.reportLatestOffset()}")
+
+
+def records_between(start: dict, end: dict) -> int:
+    begin, finish = SyncOffset.from_json(start), SyncOffset.from_json(end)
+    return sum(p.next_offset - begin.partitions[tp].next_offset for tp, p in finish.partitions.items())
+
+
+@pytest.fixture
+def backlog(kafka_cluster, topic_factory):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(100)])
+    return topic
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({}, ReadAllAvailable()),
+        ({"maxOffsetsPerTrigger": 7}, ReadMaxRows(7)),
+        ({"minOffsetsPerTrigger": 5}, ReadMinRows(5)),
+        ({"minOffsetsPerTrigger": 5, "maxOffsetsPerTrigger": 7}, ReadMinRows(5)),
+    ],
+)
+def test_default_read_limit_follows_format_kafka(kafka_cluster, options, expected):
+    assert reader_for(kafka_cluster, "unused", **options).getDefaultReadLimit() == expected
+
+
+def test_the_cap_applies_to_the_default_limit_and_read_all_available_lifts_it(kafka_cluster, backlog):
+    reader = reader_for(kafka_cluster, backlog, maxOffsetsPerTrigger=30)
+    try:
+        start = reader.initialOffset()
+        capped = next_batch(reader, start, reader.getDefaultReadLimit())
+        assert records_between(start, capped) == 30
+        everything = next_batch(reader, capped, ReadAllAvailable())
+        assert records_between(capped, everything) == 70
+    finally:
+        reader.stop()
+
+
+def test_min_offsets_holds_the_batch_and_the_live_report_says_why(kafka_cluster, backlog):
+    reader = reader_for(kafka_cluster, backlog, minOffsetsPerTrigger=1_000, maxTriggerDelay="1h")
+    try:
+        start = reader.initialOffset()
+        first = next_batch(reader, start, reader.getDefaultReadLimit())  # never delayed, as Spark
+        kafka_cluster.produce(backlog, [Record(0, BASE_TS + 500 + i, None, b"v") for i in range(10)])
+        time.sleep(1.0)  # the fetcher learns the new end offsets
+        assert reader.latestOffset(first, reader.getDefaultReadLimit()) == first
+        delayed = reader.reportLatestOffset()["delayedBy"]
+        assert delayed["option"] == "minOffsetsPerTrigger" and delayed["minOffsetsPerTrigger"] == 1_000
+        assert 0 < delayed["availableOffsets"] < 1_000
+        # ReadAllAvailable ignores the option.
+        assert records_between(first, next_batch(reader, first, ReadAllAvailable())) == 10
+    finally:
+        reader.stop()
