@@ -12,10 +12,11 @@ calls outstanding, rows waiting for their key, finished rows waiting behind an e
 one — are at most ``max_in_flight`` plus the size of the input batch being admitted. So memory is
 bounded by ``max_in_flight`` rows plus one batch, and a slow row at the head of an ordered window
 stalls new calls only once a whole batch has finished behind it. (Flink Async I/O's ordered mode
-counts finished-but-held results against its ``capacity`` alone —
-``docs/content/docs/dev/datastream/operators/asyncio.md``: "the operator buffers results until all
-preceding records are emitted"; here a batch's worth of reorder room comes on top, because the
-input batch is held in memory anyway.) ``"none"`` never holds a finished row back.
+buffers a result until all preceding ones are emitted — ``docs/content/docs/dev/datastream/
+operators/asyncio.md`` — in the one ``StreamElementQueue`` of ``capacity`` entries that also holds
+the requests in flight — ``AsyncWaitOperator.java``; here a batch's worth of reorder room comes
+on top, because the input batch is held in memory anyway.) ``"none"`` never holds a finished
+row back.
 
 Input arrives as a sequence of batches; the core admits rows of the next batch while rows of the
 previous one are still in flight, so the window never drains at a batch boundary.
