@@ -29,6 +29,8 @@ import time
 import warnings
 from typing import Any, Optional
 
+from benchmarks import async_bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 PARTITIONS = 8
@@ -119,6 +121,7 @@ def run(args) -> dict[str, Any]:
     ok = False
     try:
         _measure(args, results, workdir)
+        results["async"] = async_bench.run()  # its own Spark session, after _measure's is stopped
         ok = True
     finally:
         tempfile.tempdir = None
@@ -374,6 +377,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         json.dump(results, handle, indent=1, sort_keys=True)
         handle.write("\n")
     print(markdown(results))
+    print("\nasync_map vs a thread pool and Arrow UDF concurrency:\n" + async_bench.markdown(results["async"]))
     return 0
 
 

@@ -3,15 +3,21 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
+from kafkasync_source.async_core import Retry
+from kafkasync_source.async_map import async_map
+from kafkasync_source.async_metrics import AsyncMetrics
 from kafkasync_source.autostop import read_stop_offsets, reset_stop_offsets
 from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
 from kafkasync_source.source import KafkaSyncDataSource, register
 
 __all__ = [
+    "AsyncMetrics",
     "KafkaSyncDataSource",
     "KafkaSyncListener",
     "PartitionMetrics",
+    "Retry",
     "SyncMetrics",
+    "async_map",
     "read_stop_offsets",
     "register",
     "reset_stop_offsets",
