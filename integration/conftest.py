@@ -29,6 +29,8 @@ import uuid
 
 import pytest
 
+from kafkasync_source.testing.broker import create_topic
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -174,26 +176,6 @@ def admin(bootstrap_servers):
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap_servers})
-
-
-def create_topic(admin, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
-    """Create ``name`` (retention.ms=-1) and wait until its leaders are known."""
-    from confluent_kafka.admin import NewTopic
-
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1,
-                  config={"retention.ms": "-1", "retention.bytes": "-1"})],
-        operation_timeout=timeout,
-    )
-    futures[name].result(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tmd = admin.list_topics(timeout=5).topics.get(name)
-        if (tmd is not None and tmd.error is None and len(tmd.partitions) == partitions
-                and all(p.leader >= 0 for p in tmd.partitions.values())):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} not ready after {timeout}s")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The demo's pure helpers: progress parsing and the dropped-record accounting (no Spark)."""
+"""The demo's helpers: progress parsing, the dropped-record accounting, and which runs it makes."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from kafkasync_source.demo import (
 )
 
 MIN = 60_000
-T0 = demo.START_MS  # 08:00 UTC
+T0 = 1_704_096_000_000  # 2024-01-01 08:00 UTC
 
 
 def offset_json(positions, times, stream_time=-1, enforced=0):
@@ -128,7 +128,7 @@ def test_accounting_independent_count_matches_prediction():
     window_counts = {(T0, "payments"): 5, (T0 + 5 * MIN, "payments"): 5,
                      (T0 + 15 * MIN, "payments"): 5, (T0 + 20 * MIN, "payments"): 5,
                      (T0 + 25 * MIN, "payments"): 5}
-    spec = demo.RunSpec(-1, "test")
+    spec = demo.RunSpec("test", "kafkasync", {}, "test")
     books = Accounting.of(RunResult(spec, batches, window_counts, drops, 0.0))
     assert books.read == {"payments": 30}
     assert books.counted == {"payments": 25}
@@ -158,10 +158,22 @@ def test_batch_table_elides_the_middle():
     assert lines[-1].split()[0] == "11"
 
 
-def test_scenario_is_skewed():
-    # The demo relies on payments having more records per hour of event time than each
-    # orders partition, and on both covering the same span.
-    orders, payments = demo.TOPICS
-    assert payments.every_ms < orders.every_ms
-    assert orders.timestamps()[0] == payments.timestamps()[0] == demo.START_MS
-    assert len(payments.timestamps()) > demo.BUFFERED_RECORDS_PER_PARTITION
+def test_format_kafka_offsets_parse_too():
+    parsed = SourceOffset.parse('{"orders": {"0": 12, "1": 7}, "payments": {"0": 3}}')
+    assert parsed.positions == {("orders", 0): 12, ("orders", 1): 7, ("payments", 0): 3}
+    assert parsed.stream_time == -1
+
+
+def test_runs_compare_the_same_rate_limit_three_ways():
+    default, never_wait, spark = demo.RUNS
+    assert {run.options["maxOffsetsPerTrigger"] for run in demo.RUNS} == {200}
+    assert "max.task.idle.ms" not in default.options and never_wait.options["max.task.idle.ms"] == -1
+    assert (default.source, never_wait.source, spark.source) == ("kafkasync", "kafkasync", "kafka")
+
+
+def test_format_kafka_is_skipped_with_a_reason_without_a_real_broker(spark, monkeypatch):
+    monkeypatch.delenv("KAFKASYNC_BOOTSTRAP", raising=False)
+    assert "KAFKASYNC_BOOTSTRAP" in demo.format_kafka_unavailable(spark)
+    monkeypatch.setenv("KAFKASYNC_BOOTSTRAP", "127.0.0.1:9092")
+    reason = demo.format_kafka_unavailable(spark)  # the test session has no Kafka connector
+    assert reason is not None and "classpath" in reason
