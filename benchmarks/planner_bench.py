@@ -173,3 +173,28 @@ def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
         "snapshot_plan_ms": snapshot_plan[0],
         "buffered_per_partition": DRIVER_RECORDS_PER_PARTITION,
     }
+
+
+def driver_fetch_rps(bootstrap: str, topic, runs: int = 3) -> float:
+    """Records/s of the driver's fetcher alone (offsets and timestamps of a whole backlog into
+    its buffers), median of ``runs``: with one batch per backlog it precedes the executors."""
+    from kafkasync_source.fetcher import DriverFetcher
+
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic.name},
+                            streaming=True)
+    rates = []
+    for _ in range(runs):
+        fetcher = DriverFetcher(options.client_config, buffer_capacity=options.buffer_capacity,
+                                fail_on_data_loss=True)
+        try:
+            started = time.perf_counter()
+            fetcher.position_at({TopicPartition(topic.name, p): 0 for p in range(topic.partitions)})
+            deadline = time.monotonic() + 120
+            while sum(fetcher.buffered().values()) < topic.records:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"driver fetcher: {fetcher.buffered()}")
+                time.sleep(0.002)
+            rates.append(topic.records / (time.perf_counter() - started))
+        finally:
+            fetcher.close()
+    return statistics.median(rates)

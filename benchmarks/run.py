@@ -7,9 +7,11 @@ the same data for every measurement:
    offset and timestamp of every record (the limit for a Python reader here);
 2. kafkasync end to end into Spark's ``noop`` sink, synchronized (default) and
    ``max.task.idle.ms=-1``, measured alternately after a discarded warm-up query;
-3. driver cost per trigger at 8, 64 and 512 partitions, and the stream reader worker's peak
-   RSS for two backlog sizes;
-4. the demo's skew scenario at a larger scale: records dropped behind the watermark.
+3. driver cost per trigger at 8, 64 and 512 partitions, the driver's fetch rate, the batch
+   read, and the stream reader worker's peak RSS by backlog size;
+4. the demo's rate-limited backfill at a larger scale: records dropped behind the watermark;
+5. ``format("kafka")`` beside kafkasync on a real broker, when one and the connector are given
+   (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``).
 
 Prints a markdown table and writes ``benchmarks/results.json`` and ``benchmarks/skew.png``.
 """
@@ -36,12 +38,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PARTITIONS = 8
 RECORDS_PER_PARTITION = 40_000  # x 100-byte values: within the mock's 5 MiB per partition
 # Driver memory: the stream reader worker's peak RSS for backlogs below and well above what
-# the driver buffers (10,000 records per partition) and librdkafka prefetches (16 MiB).
+# the driver buffers and librdkafka prefetches (16 MiB). The default budget (32 MiB, 2.1 million
+# records) is more than the embedded cluster can hold, so these runs set the smallest budget,
+# 1 MiB (65,536 records): flat beyond that is what a larger budget does beyond its size.
+MEMORY_BUFFER_BYTES = 1024 * 1024
 MEMORY_BACKLOGS = (  # (records per partition, value bytes); the main topic adds 40,000 x 100 B
     (10_000, 100),
     (20_000, 100),
     (90_000, 10),  # 720,000 records: near the mock's ~100,000 messages per partition
 )
+BATCH_READ_RUNS = 3
 WARMUP_RECORDS_PER_PARTITION = 5_000
 THROUGHPUT_ORDER = (0, -1, -1, 0, 0, -1)  # alternating (ABBAAB): neither mode always goes first
 
@@ -49,6 +55,8 @@ TARGETS = {
     "kafkasync_vs_raw": 0.5,
     "sync_vs_unsync": 0.85,
     "planner_ms_at_512": 50.0,
+    "kafkasync_vs_format_kafka": 0.8,
+    "default_batches": 2,
 }
 
 
@@ -89,14 +97,15 @@ def _spark_session(log_path: str):
     """The shared local session; the JVM's start-up chatter goes to ``log_path``."""
     from kafkasync_source.testing.spark import local_spark_session
 
+    conf = {
+        "spark.sql.streaming.numRecentProgressUpdates": "100000",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
+    }
+    if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):  # format("kafka"), see format_kafka.py
+        conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
     spark = local_spark_session(
-        "kafkasync-bench",
-        os.path.join(os.path.dirname(log_path), "warehouse"),
-        {
-            "spark.sql.streaming.numRecentProgressUpdates": "100000",
-            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-            "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
-        },
+        "kafkasync-bench", os.path.join(os.path.dirname(log_path), "warehouse"), conf,
         jvm_log=log_path,
     )
     from kafkasync_source.source import register
@@ -135,7 +144,8 @@ def run(args) -> dict[str, Any]:
 
 
 def _measure(args, results: dict[str, Any], workdir: str) -> None:
-    from benchmarks import planner_bench, raw, skew
+    from benchmarks import format_kafka, planner_bench, raw, skew
+    from benchmarks.spark_runs import batch_read_seconds
     from benchmarks.plot import plot_skew
     from benchmarks.spark_runs import add_listener, run_query
     from benchmarks.workloads import produce_uniform
@@ -182,6 +192,8 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
             path = planner_bench.driver_path_ms(cluster, partitions, reps=args.driver_reps)
             results["driver_latest_offset_ms"][partitions] = path["latest_offset_ms"]
         results["driver_latest_offset_buffered_per_partition"] = planner_bench.DRIVER_RECORDS_PER_PARTITION
+        _log("driver fetch rate (offsets and timestamps only)")
+        results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
 
         # 2. Spark: warm-up, then the measured runs in alternating order.
         _log("starting Spark (local[2]); warm-up query")
@@ -199,8 +211,8 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
                 ceiling_runs.append(run_query(
                     spark, listener, label="ceiling", bootstrap="", topic="",
                     expected_rows=topic.records, source_format="kafkasync-ceiling",
-                    options={"batches": topic.records // (PARTITIONS * 10_000),
-                             "partitions": PARTITIONS, "rows": 10_000}))
+                    options={"batches": 1, "partitions": PARTITIONS,
+                             "rows": RECORDS_PER_PARTITION}))
             results["spark_python_source_ceiling_rps"] = max(r.rps for r in ceiling_runs)
 
             runs = {0: [], -1: []}
@@ -212,26 +224,25 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
                 runs[idle].append(run_)
             results["kafkasync_rps"] = statistics.median(r.rps for r in runs[0])
             results["kafkasync_unsync_rps"] = statistics.median(r.rps for r in runs[-1])
-            results["kafkasync_rps_excluding_tail"] = statistics.median(r.rps_excluding_tail for r in runs[0])
-            results["kafkasync_unsync_rps_excluding_tail"] = statistics.median(
-                r.rps_excluding_tail for r in runs[-1])
             results["throughput_runs"] = [
                 {"max_task_idle_ms": idle, "rps": round(r.rps), "rows": r.rows,
                  "processing_s": round(r.processing_s, 3), "wall_s": round(r.wall_s, 3),
                  "data_batches": len(r.data_batches), "peak_rss_mb": round(r.peak_rss_mb, 1),
-                 "batch_rows": [p["numInputRows"] for p in r.data_batches],
-                 "tail_batches": r.tail_batches, "tail_s": round(r.tail_s, 3),
-                 "rps_excluding_tail": round(r.rps_excluding_tail)}
+                 "batch_rows": [p["numInputRows"] for p in r.data_batches]}
                 for idle in (0, -1) for r in runs[idle]
             ]
 
+            _log("batch read .count()")
+            results["batch_read_s"] = batch_read_seconds(spark, bootstrap, topic)
+
             # 3b. Driver memory: the stream reader worker's peak RSS by backlog size.
-            by_backlog = {topic.records: max(r.peak_rss_mb for r in runs[0])}
-            for memory_topic in memory_topics:
+            by_backlog = {}
+            for memory_topic in [topic] + memory_topics:
                 _log(f"driver memory, backlog of {memory_topic.records:,} records")
                 memory_run = run_query(
                     spark, listener, label=memory_topic.name, bootstrap=bootstrap,
-                    topic=memory_topic.name, expected_rows=memory_topic.records, sample_rss=True)
+                    topic=memory_topic.name, expected_rows=memory_topic.records, sample_rss=True,
+                    options={"driver.buffer.bytes": MEMORY_BUFFER_BYTES})
                 by_backlog[memory_topic.records] = memory_run.peak_rss_mb
             results["driver_peak_rss_mb"] = max(by_backlog.values())
             results["driver_peak_rss_mb_by_backlog"] = {
@@ -254,6 +265,9 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
                 for idle, r in skew_runs.items()
             }
             plot_skew([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"))
+
+            # 5. format("kafka") on a real broker, when its connector and a broker are given.
+            results["format_kafka"] = format_kafka.compare(spark, listener)
         finally:
             spark.stop()
 
@@ -265,11 +279,24 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     per_trigger_512 = max(results["driver_latest_offset_full_ms"][512],
                           results["driver_latest_offset_ms"][512])
     rss = {int(n): mb for n, mb in results["driver_peak_rss_mb_by_backlog"].items()}
-    # Flat: once the backlog exceeds what the driver buffers and prefetches (2 x the buffer
-    # bound here), more backlog adds no memory.
-    full = [mb for n, mb in rss.items() if n >= 2 * PARTITIONS * 10_000]
+    # Flat: once the backlog exceeds twice what the driver may buffer, more backlog adds no memory.
+    full = [mb for n, mb in rss.items() if n >= 2 * MEMORY_BUFFER_BYTES // 16]
     spread = max(full) - min(full)
+    default_batches = max(r["data_batches"] for r in results["throughput_runs"]
+                          if r["max_task_idle_ms"] == 0)
+    format_kafka = results.get("format_kafka", {})
+    if "skipped" in format_kafka:
+        versus = {"kafkasync >= 0.8 x format(\"kafka\"), batch read faster": {
+            "value": f"not run: {format_kafka['skipped']}", "met": None}}
+    else:
+        ratio = format_kafka["kafkasync_vs_format_kafka"]
+        versus = {"kafkasync >= 0.8 x format(\"kafka\"), batch read faster": {
+            "value": [round(ratio, 3), format_kafka["batch_read_faster"]],
+            "met": ratio >= TARGETS["kafkasync_vs_format_kafka"] and format_kafka["batch_read_faster"]}}
     return {
+        **versus,
+        "default options read the backlog in <= 2 batches": {
+            "value": default_batches, "met": default_batches <= TARGETS["default_batches"]},
         "kafkasync_rps >= 0.5 x raw_consume_rps": {
             "value": round(kafkasync_vs_raw, 3), "met": kafkasync_vs_raw >= TARGETS["kafkasync_vs_raw"]},
         "synchronized >= 0.85 x unsynchronized": {
@@ -293,7 +320,18 @@ def markdown(results: dict[str, Any]) -> str:
     t = results["targets"]
 
     def yes(key: str) -> str:
-        return "**yes**" if t[key]["met"] else "**no**"
+        return {True: "**yes**", False: "**no**", None: "not run"}[t[key]["met"]]
+
+    fk = results["format_kafka"]
+    versus_key = 'kafkasync >= 0.8 x format("kafka"), batch read faster'
+    if "skipped" in fk:
+        versus_row = f"| kafkasync vs `format(\"kafka\")` | skipped: {fk['skipped']} | ≥ 0.8 ×; batch read faster | not run |"
+    else:
+        versus_row = (
+            f"| kafkasync vs `format(\"kafka\")` on {fk['broker']}: AvailableNow s (kafka / kafkasync); "
+            f"batch read s | {fk['available_now_s']['kafka']:.2f} / {fk['available_now_s']['kafkasync']:.2f} "
+            f"= {fk['kafkasync_vs_format_kafka']:.2f} ×; {fk['batch_read_s']['kafka']:.2f} / "
+            f"{fk['batch_read_s']['kafkasync']:.2f} | ≥ 0.8 ×; batch read faster | {yes(versus_key)} |")
 
     ceiling = results["spark_python_source_ceiling_rps"]
 
@@ -301,9 +339,6 @@ def markdown(results: dict[str, Any]) -> str:
         return int(statistics.median(
             r["data_batches"] for r in results["throughput_runs"] if r["max_task_idle_ms"] == idle))
 
-    sync_runs = [r for r in results["throughput_runs"] if r["max_task_idle_ms"] == 0]
-    tail = int(statistics.median(r["tail_batches"] for r in sync_runs))
-    tail_s = statistics.median(r["tail_s"] for r in sync_runs)
 
     def ms(d: dict) -> str:
         return " / ".join(f"{d[p]:.1f}" for p in sorted(d, key=int))
@@ -324,7 +359,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"≥ 0.5 × raw | {yes('kafkasync_rps >= 0.5 x raw_consume_rps')} |",
         f"| kafkasync → `noop`, `max.task.idle.ms=-1` | {results['kafkasync_unsync_rps']:,.0f} rec/s "
         f"= {_ratio(results['kafkasync_unsync_rps'], raw_rps):.2f} × raw | | |",
-        f"| Spark's ceiling: a Python streaming source with the same batches (8 tasks x 10,000 rows) "
+        f"| Spark's ceiling: a Python streaming source with the same batch (8 tasks x 40,000 rows) "
         f"and no Kafka work | {ceiling:,.0f} rec/s = {_ratio(ceiling, raw_rps):.2f} × raw | | |",
         f"| kafkasync synchronized / -1, as a share of that ceiling | "
         f"{_ratio(results['kafkasync_rps'], ceiling):.2f} / "
@@ -332,12 +367,14 @@ def markdown(results: dict[str, Any]) -> str:
         f"| synchronized / -1 throughput (data batches per run: {batches(0)} / {batches(-1)}) | "
         f"{t['synchronized >= 0.85 x unsynchronized']['value']:.2f} | "
         f"≥ 0.85 | {yes('synchronized >= 0.85 x unsynchronized')} |",
-        f"| … the same without the backlog's tail (synchronized runs end with {tail} tiny batches, "
-        f"{tail_s:.1f} s: one per partition end) | "
-        f"{_ratio(results['kafkasync_rps_excluding_tail'], results['kafkasync_unsync_rps_excluding_tail']):.2f} "
-        f"({results['kafkasync_rps_excluding_tail']:,.0f} / "
-        f"{results['kafkasync_unsync_rps_excluding_tail']:,.0f} rec/s) | | |",
-        f"| planner (`plan_batch`, full 10,000-record buffers), ms at 8 / 64 / 512 partitions | "
+        f"| data batches for the backlog with default options (streaming) | {batches(0)} | ≤ 2 | "
+        f"{yes('default options read the backlog in <= 2 batches')} |",
+        f"| driver fetch alone (offsets and timestamps into its buffers) | "
+        f"{results['driver_fetch_rps']:,.0f} rec/s = {_ratio(results['driver_fetch_rps'], raw_rps):.2f} × raw | | |",
+        f"| batch read `.count()` of the backlog | {results['batch_read_s']:.2f} s = "
+        f"{results['data']['records'] / results['batch_read_s']:,.0f} rec/s | | |",
+        versus_row,
+        f"| planner (`plan_batch`, full buffers: 32 MiB budget), ms at 8 / 64 / 512 partitions | "
         f"{ms(results['planner_ms'])} | | |",
         f"| driver snapshot + plan, full buffers (synthetic), ms at 8 / 64 / 512 | "
         f"{ms(results['driver_snapshot_plan_full_ms'])} | | |",
@@ -348,9 +385,10 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['driver_latest_offset_buffered_per_partition']:,} buffered/partition), ms at 8 / 64 / 512 | "
         f"{ms(results['driver_latest_offset_ms'])} | ≤ 50 at 512 | "
         f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
-        f"| stream reader worker peak RSS (MiB) by backlog (records) | {rss_text} | flat | "
+        f"| stream reader worker peak RSS (MiB) by backlog (records), `driver.buffer.bytes` 1 MiB | {rss_text} | flat | "
         f"{yes('driver memory flat in backlog size (spread <= 10% above 2x the buffers)')} |",
-        f"| skew scenario: records dropped behind the watermark, synchronized / -1 | "
+        f"| rate-limited backfill (the demo's spans x 20, maxOffsetsPerTrigger=4,000): records dropped "
+        f"behind the watermark, synchronized / -1 (= format(\"kafka\")'s split) | "
         f"{results['late_dropped_sync']:,} / {results['late_dropped_unsync']:,} "
         f"(of {results['skew']['0']['read']:,}) | 0 / > 0 | "
         f"{yes('late_dropped_sync = 0 and late_dropped_unsync > 0')} |",

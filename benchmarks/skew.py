@@ -1,10 +1,10 @@
-"""The demo's skew scenario at a larger scale: records dropped behind the watermark.
+"""The demo's rate-limited backfill at 20 times its scale: records dropped behind the watermark.
 
-``orders`` (6 partitions, one record every 8 s each) and ``payments`` (2 partitions, one every
-2 s each) cover the same 24 hours of event time: 151,200 records. The same watermarked
-windowed count runs over the whole backlog twice, synchronized (``max.task.idle.ms=0``, the
-default) and ``-1`` (every batch takes everything buffered, like ``format("kafka")``), with
-the default bound of 10,000 buffered records per partition.
+``orders`` (2 partitions) hold 12 h of event time, ``payments`` (1 partition) only the last 2 h
+(:func:`kafkasync_source.testing.backfills.spans`, ``scale=20``: 36,000 records). The same
+watermarked windowed count reads it with ``maxOffsetsPerTrigger`` twice: synchronized (the
+default) and ``-1``, which splits the cap in proportion to each partition's remaining offsets,
+as ``format("kafka")`` does.
 
 Dropped records are counted as the demo counts them (:mod:`kafkasync_source.demo`): records
 read minus records the aggregation's output accounts for, cross-checked against a prediction
@@ -17,16 +17,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from benchmarks.workloads import (
-    SKEW_TOPICS,
-    SKEW_WATERMARK_DELAY,
-    SKEW_WINDOW,
-    SKEW_WINDOW_MS,
-    Topic,
-    produce_skew,
-    skew_timestamps,
-)
 from kafkasync_source import demo
+from kafkasync_source.testing.backfills import Backfill, spans
+
+SCALE = 20
+MAX_OFFSETS_PER_TRIGGER = 4_000
 
 TRIGGER = "250 milliseconds"  # as the demo: the first batch is planned once the source fetched
 
@@ -55,29 +50,29 @@ class SkewRun:
         ]
 
 
-def run_skew(spark, listener, bootstrap: str, topics: dict[str, Topic], max_task_idle_ms: int) -> SkewRun:
+def run_skew(spark, listener, bootstrap: str, backfill: Backfill, max_task_idle_ms: int) -> SkewRun:
     from pyspark.sql import functions as F
 
-    names = {topic.name: base for base, topic in topics.items()}
-    total = sum(t.records for t in topics.values())
+    total = backfill.records
     events = (
         spark.readStream.format("kafkasync")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", ",".join(t.name for t in topics.values()))
+        .option("subscribe", backfill.subscribe)
         .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
         .option("max.task.idle.ms", str(max_task_idle_ms))
         .load()
     )
     counts = (
-        events.withWatermark("timestamp", SKEW_WATERMARK_DELAY)
-        .groupBy(F.window("timestamp", SKEW_WINDOW), "topic")
+        events.withWatermark("timestamp", demo.WATERMARK_DELAY)
+        .groupBy(F.window("timestamp", demo.WINDOW), "topic")
         .count()
     )
     window_counts: dict = {}
 
     def collect(frame, _batch_id):  # update mode: the latest count of every changed window
         for row in frame.collect():
-            window_counts[(row["window"].start, names[row["topic"]])] = row["count"]
+            window_counts[(row["window"].start, row["topic"])] = row["count"]
 
     started = time.monotonic()
     query = (
@@ -100,10 +95,8 @@ def run_skew(spark, listener, bootstrap: str, topics: dict[str, Topic], max_task
     time.sleep(0.2)
     progress = listener.progress(query.id)
     batches = demo.batches_from_progress(progress)
-    stamps = {base: skew_timestamps(every) for base, _, every in SKEW_TOPICS}
     predicted = sum(
-        sum(demo.predicted_drops(b, lambda tp: stamps[names[tp[0]]], SKEW_WINDOW_MS).values())
-        for b in batches
+        sum(demo.predicted_drops(b, lambda tp: backfill.timestamps[tp]).values()) for b in batches
     )
     read = sum(demo.records_per_topic(batches).values())
     counted = sum(window_counts.values())
@@ -118,5 +111,5 @@ def run_skew(spark, listener, bootstrap: str, topics: dict[str, Topic], max_task
     )
 
 
-def produce(cluster) -> dict[str, Topic]:
-    return produce_skew(cluster, suffix="-skew")
+def produce(cluster) -> Backfill:
+    return spans(cluster, "bench-skew", scale=SCALE)

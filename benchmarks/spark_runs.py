@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -133,38 +134,11 @@ class QueryRun:
 
     @property
     def rps(self) -> float:
-        return self.rows / self.processing_s
-
-    @property
-    def tail_batches(self) -> int:
-        """Trailing data batches with under 1% of the largest batch's rows (the end of a
-        backlog: with max.task.idle.ms=0 one batch per partition whose last record has a
-        timestamp of its own)."""
-        sizes = [p["numInputRows"] for p in self.data_batches]
-        big = max(sizes, default=0)
-        tail = 0
-        for size in reversed(sizes):
-            if size * 100 >= big:
-                break
-            tail += 1
-        return tail
-
-    @property
-    def tail_s(self) -> float:
-        """Seconds the tail batches took, from the end of the last batch before them."""
-        batches = self.data_batches
-        if not self.tail_batches:
-            return 0.0
-        before = batches[-self.tail_batches - 1]
-        last = batches[-1]
-        end = lambda p: _ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000
-        return end(last) - end(before)
-
-    @property
-    def rps_excluding_tail(self) -> float:
-        tail_rows = sum(p["numInputRows"] for p in self.data_batches[len(self.data_batches) - self.tail_batches:]) \
-            if self.tail_batches else 0
-        return (self.rows - tail_rows) / (self.processing_s - self.tail_s)
+        """Rows per second of wall time from ``start()``: it includes the driver fetching a
+        backlog's offsets and timestamps before the first batch (with one batch per backlog,
+        ``processing_s`` would leave that out) and Spark's query start-up, alike for every
+        source and mode."""
+        return self.rows / self.wall_s
 
 
 def _ts(iso: str) -> float:
@@ -240,3 +214,18 @@ def run_query(
             raise RuntimeError(f"{label}: could not find the {STREAM_RUNNER_MODULE} worker")
         run.peak_rss_mb = sampler.peak_kb / 1024
     return run
+
+
+def batch_read_seconds(spark, bootstrap: str, topic, *, source_format: str = "kafkasync",
+                       runs: int = 3) -> float:
+    """Median seconds of ``spark.read.format(...)...load().count()`` over the whole topic."""
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        rows = (spark.read.format(source_format).option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic.name).option("startingOffsets", "earliest")
+                .load().count())
+        seconds.append(time.perf_counter() - started)
+        if rows != topic.records:
+            raise RuntimeError(f"batch read of {topic.name}: {rows} rows, expected {topic.records}")
+    return statistics.median(seconds)

@@ -77,12 +77,16 @@ def _produce(cluster: Any, prefix: str, shape: dict[str, list[list[int]]]) -> Ba
     return Backfill(topics, timestamps)
 
 
-def spans(cluster: Any, prefix: str, *, now_ms: Optional[int] = None) -> Backfill:
-    """orders: 2 partitions x 12 h, one a minute; payments: 1 partition, the last 2 h, every 20 s."""
+def spans(
+    cluster: Any, prefix: str, *, now_ms: Optional[int] = None, scale: int = 1
+) -> Backfill:
+    """orders: 2 partitions x 12 h, one a minute; payments: 1 partition, the last 2 h, every
+    20 s. ``scale`` multiplies every rate (the benchmark reads 20 x 1,800 records)."""
     end = _end_ms(now_ms)
-    a = [end - 12 * HOUR_MS + i * MINUTE_MS for i in range(720)]
-    b = [end - 2 * HOUR_MS + i * 20_000 for i in range(360)]
-    return _produce(cluster, prefix, {"orders": [a, [t + 30_000 for t in a]], "payments": [b]})
+    a = [end - 12 * HOUR_MS + i * MINUTE_MS // scale for i in range(720 * scale)]
+    b = [end - 2 * HOUR_MS + i * 20_000 // scale for i in range(360 * scale)]
+    shift = 30_000 // scale
+    return _produce(cluster, prefix, {"orders": [a, [t + shift for t in a]], "payments": [b]})
 
 
 def density(cluster: Any, prefix: str, *, now_ms: Optional[int] = None) -> Backfill:
