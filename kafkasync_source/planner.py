@@ -112,7 +112,7 @@ trigger on the driver, numpy-vectorised per partition, no per-record Python work
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping, NamedTuple, Optional
 
@@ -176,6 +176,8 @@ class PartitionState:
     never make the cut wait (see "Same data, same batches" in the module docstring)."""
     buffer_full: bool = False
     """The fetcher's buffer for this partition is at capacity: it is complete for this batch."""
+    min_timestamp: int = field(init=False, repr=False, compare=False, default=NO_TIMESTAMP)
+    """Smallest buffered timestamp (computed once, for validation and for the planner)."""
 
     def __post_init__(self) -> None:
         offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -206,7 +208,8 @@ class PartitionState:
                 )
             if offsets.size > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
                 raise ValueError("buffered offsets are not strictly ascending")
-            if int(timestamps.min()) < NO_TIMESTAMP:
+            object.__setattr__(self, "min_timestamp", int(timestamps.min()))
+            if self.min_timestamp < NO_TIMESTAMP:
                 raise ValueError("timestamps below NO_TIMESTAMP (-1)")
 
 
@@ -420,7 +423,9 @@ def _buffer(state: PartitionState) -> _Buffer:
     max_effective_timestamp = NO_TIMESTAMP
     if offsets.size:
         status = PartitionStatus.READY
-        has_untimestamped = int(timestamps.min()) == NO_TIMESTAMP
+        # The stop offset may have trimmed the buffer; its minimum only matters untrimmed.
+        smallest = state.min_timestamp if offsets.size == state.offsets.size else int(timestamps.min())
+        has_untimestamped = smallest == NO_TIMESTAMP
         max_effective_timestamp = int(timestamps.max())
         if has_untimestamped:
             # An untimestamped record's effective timestamp lies between partition_time and the
@@ -671,7 +676,8 @@ def plan_batch(
         partition_time = state.partition_time
         if records:
             taken = buffer.timestamps[:records]
-            newest = int(taken.max())
+            everything = records == buffer.offsets.size and not buffer.has_untimestamped
+            newest = buffer.max_effective_timestamp if everything else int(taken.max())
             partition_time = max(partition_time, newest)
             # The batch's stream time: the largest effective timestamp it processes (an
             # untimestamped record's is the partition time before it).
