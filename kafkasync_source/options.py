@@ -134,7 +134,7 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
     autostop_offsets: str = AUTOSTOP_TRANSIENT
-    """Trigger.AvailableNow stop offsets: ``transient`` or ``durable`` (see autostop.py)."""
+    """Trigger.AvailableNow stop offsets: ``transient`` or ``durable`` (see bounded_run.py)."""
     autostop_key: Optional[str] = None
     """Names the bounded run whose stop offsets are stored (``durable`` only)."""
     autostop_topic: str = DEFAULT_AUTOSTOP_TOPIC

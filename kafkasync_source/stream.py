@@ -25,7 +25,7 @@ import numpy as np
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.autostop import (
+from kafkasync_source.bounded_run import (
     AvailableNowRun,
     SupportsTriggerAvailableNow,
     bounded_states,

@@ -15,15 +15,14 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from kafkasync_source.autostop import (
+from kafkasync_source.autostop import _main
+from kafkasync_source.bounded_run import AvailableNowRun, bounded_states
+from kafkasync_source.stop_offset_store import (
     DONE,
     RUNNING,
-    AvailableNowRun,
     KafkaSyncAutostopError,
     StopOffsetStore,
     StopTarget,
-    _main,
-    bounded_states,
     read_stop_offsets,
     reset_stop_offsets,
 )
