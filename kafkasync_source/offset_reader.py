@@ -8,6 +8,7 @@ them at query start and at most once per partition-discovery interval — never 
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections import deque
@@ -18,6 +19,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.options import EARLIEST, LATEST, OffsetSpec, Subscription, scrub
 from kafkasync_source.planner import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 _METADATA_TIMEOUT_S = 30.0
 _GONE_CONFIRM_S = 1.0
@@ -32,11 +35,43 @@ class KafkaSyncConnectionError(ConnectionError):
     """The cluster could not be reached; the message names the brokers and what failed."""
 
 
-class OffsetReader:
-    """Metadata and watermark look-ups through one short-lived-per-call consumer handle."""
+# Errors of a look-up that a leader election, a broker restart or a just-created topic cause,
+# and that a later attempt can overcome (librdkafka's KafkaError.retriable() covers most).
+_RETRIABLE_CODES = frozenset({
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._WAIT_COORD,
+})
 
-    def __init__(self, client_config: Mapping[str, str]) -> None:
+
+def _retriable(error: Any) -> bool:
+    if not isinstance(error, KafkaError):
+        return False
+    return error.code() in _RETRIABLE_CODES or error.retriable()
+
+
+class OffsetReader:
+    """Metadata and watermark look-ups through one short-lived-per-call consumer handle.
+
+    A look-up that fails with a retriable error (a leader election, a broker restart, a topic
+    created a moment ago) is tried again ``retries`` times, ``retry_interval_ms`` apart:
+    ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``, format("kafka")'s options for
+    the same purpose. Their defaults are Spark's code defaults, 3 and 1000 ms
+    (``KafkaOffsetReaderAdmin``: ``FETCH_OFFSET_NUM_RETRIES`` "3",
+    ``FETCH_OFFSET_RETRY_INTERVAL_MS`` "1000"; the docs table says 10 ms).
+    """
+
+    def __init__(
+        self, client_config: Mapping[str, str], *, retries: int = 3, retry_interval_ms: int = 1000
+    ) -> None:
         self._client_config = client_config
+        self._retries = retries
+        self._retry_interval_s = retry_interval_ms / 1000
         # What failed, per broker (connection refused, name not resolved, SASL or SSL
         # handshake): librdkafka tells it only to the error callback, not in the exception.
         self._client_errors: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
@@ -63,6 +98,12 @@ class OffsetReader:
         or assigned partition that is missing is an error naming it (a typo would otherwise
         read nothing, forever)."""
         metadata = self._metadata()
+        for _ in range(self._retries if must_exist else 0):
+            # A topic created a moment ago answers LEADER_NOT_AVAILABLE for a while: it exists.
+            if not self._unavailable(metadata, subscription):
+                break
+            time.sleep(self._retry_interval_s)
+            metadata = self._metadata()
         existing = {
             TopicPartition(name, partition)
             for name, topic in metadata.topics.items()
@@ -90,11 +131,24 @@ class OffsetReader:
             )
         return found
 
+    @staticmethod
+    def _unavailable(metadata: Any, subscription: Subscription) -> list[str]:
+        """Named topics whose metadata carries a retriable error (they exist, but have no
+        leader yet); topics that do not exist answer UNKNOWN_TOPIC_OR_PART, not retriable."""
+        named = set(subscription.topics) | {tp.topic for tp in subscription.assigned}
+        return sorted(
+            name for name in named
+            if (topic := metadata.topics.get(name)) is not None and _retriable(topic.error)
+        )
+
     def _metadata(self) -> Any:
         """The cluster's metadata; an error that names the brokers, what failed and how long
         it was tried, instead of librdkafka's bare "Broker transport failure"."""
         self._client_errors.clear()
         began = time.monotonic()
+        # Not retried here: librdkafka keeps trying every broker for the whole timeout, so a
+        # failure means the cluster was unreachable that long. A topic without a leader yet is
+        # retried by partitions().
         try:
             return self._consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
         except KafkaException as err:
@@ -121,15 +175,47 @@ class OffsetReader:
         AvailableNow captures as stop offsets is then what the query can read."""
         result = {}
         for tp in partitions:
+            kafka_tp = KafkaTopicPartition(tp.topic, tp.partition)
+            began = time.monotonic()
             try:
-                result[tp] = self._consumer.get_watermark_offsets(
-                    KafkaTopicPartition(tp.topic, tp.partition), timeout=_METADATA_TIMEOUT_S
+                result[tp] = self._retrying(
+                    f"the offsets of {tp.topic}-{tp.partition}",
+                    lambda: self._watermarks_read_twice(kafka_tp),
                 )
             except KafkaException as err:
                 raise KafkaException(
-                    f"kafkasync: could not read the offsets of {tp.topic}-{tp.partition}: {err}"
+                    f"kafkasync: could not read the offsets of {tp.topic}-{tp.partition} in "
+                    f"{1 + self._retries} attempt(s) over {time.monotonic() - began:.0f} s "
+                    f"(fetchOffset.numRetries={self._retries}, fetchOffset.retryIntervalMs="
+                    f"{int(self._retry_interval_s * 1000)}): {err}"
                 ) from err
         return result
+
+    def _watermarks_read_twice(self, tp: KafkaTopicPartition) -> tuple[int, int]:
+        """(low, high), asked twice. After one NOT_LEADER_FOR_PARTITION answer to its ListOffsets
+        requests, librdkafka 2.16's query_watermark_offsets was seen to succeed with the *high*
+        watermark as the low one (embedded cluster, tests/test_offset_retries.py): "earliest"
+        would then skip the whole log. A log's start only moves forward, so the smaller of two
+        answers is the right one; the later high watermark is the current one."""
+        first_low, _ = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT_S)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT_S)
+        return min(first_low, low), high
+
+    def _retrying(self, what: str, call: Any) -> Any:
+        """``call()``, again after a retriable KafkaException, up to ``retries`` more times."""
+        retries_left = self._retries
+        while True:
+            try:
+                return call()
+            except KafkaException as err:
+                error = err.args[0] if err.args else None
+                if not retries_left or not _retriable(error):
+                    raise
+                retries_left -= 1
+                logger.info("kafkasync: reading %s failed (%s); retrying in %.1f s",
+                            what, error.str() if isinstance(error, KafkaError) else err,
+                            self._retry_interval_s)
+                time.sleep(self._retry_interval_s)
 
     def resolve(
         self, spec: OffsetSpec, partitions: list[TopicPartition], *, option: str,

@@ -39,6 +39,8 @@ _KNOWN_OPTIONS = {
     "minoffsetspertrigger",
     "maxtriggerdelay",
     "maxeventtimepertrigger",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
     "maxrecordsperpartition",
     "kafkaconsumer.polltimeoutms",
     "partitiondiscoveryintervalms",
@@ -86,6 +88,9 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # format("kafka")'s maxTriggerDel
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
+# Spark's code defaults (KafkaOffsetReaderAdmin), see offset_reader.OffsetReader.
+DEFAULT_FETCH_OFFSET_RETRIES = 3
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 
 AUTOSTOP_TRANSIENT = "transient"
 """``autostop.offsets`` default: Trigger.AvailableNow captures its stop offsets on every start."""
@@ -133,6 +138,9 @@ class SourceOptions:
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
+    fetch_offset_retries: int = DEFAULT_FETCH_OFFSET_RETRIES
+    """``fetchOffset.numRetries``: retries of a metadata or offset look-up after a retriable error."""
+    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
     autostop_offsets: str = AUTOSTOP_TRANSIENT
     """Trigger.AvailableNow stop offsets: ``transient`` or ``durable`` (see bounded_run.py)."""
     autostop_key: Optional[str] = None
@@ -143,6 +151,11 @@ class SourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
+
+    def offset_reader_settings(self) -> dict[str, int]:
+        """Keyword arguments of :class:`~kafkasync_source.offset_reader.OffsetReader`."""
+        return {"retries": self.fetch_offset_retries,
+                "retry_interval_ms": self.fetch_offset_retry_interval_ms}
 
     def buffer_capacity(self, partitions: int) -> int:
         """Records the driver may buffer per partition when it reads ``partitions`` of them."""
@@ -236,6 +249,14 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         partition_discovery_interval_ms=_positive_int(
             lowered, "partitiondiscoveryintervalms", DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS,
             display="partitionDiscoveryIntervalMs",
+        ),
+        fetch_offset_retries=_bounded_int(
+            lowered, "fetchoffset.numretries", DEFAULT_FETCH_OFFSET_RETRIES, (0, 1000),
+            display="fetchOffset.numRetries",
+        ),
+        fetch_offset_retry_interval_ms=_bounded_int(
+            lowered, "fetchoffset.retryintervalms", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
+            (0, 3_600_000), display="fetchOffset.retryIntervalMs",
         ),
         autostop_offsets=autostop_offsets,
         autostop_key=autostop_key,

@@ -131,7 +131,7 @@ class KafkaSyncBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self._options
-        with OffsetReader(options.client_config) as offsets:
+        with OffsetReader(options.client_config, **options.offset_reader_settings()) as offsets:
             partitions = offsets.partitions(options.subscription, must_exist=True)
             starts = offsets.resolve(options.starting_offsets, partitions, option="startingOffsets")
             ends = offsets.resolve(

@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
+from confluent_kafka import KafkaException
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -82,7 +83,7 @@ class SyncDriver:
         self._horizon = _FetchHorizon()
         self.delayed: Optional[dict] = None
         """Set while minOffsetsPerTrigger holds a batch back (for the live report)."""
-        self._offset_reader = OffsetReader(options.client_config)
+        self._offset_reader = OffsetReader(options.client_config, **options.offset_reader_settings())
         self._group_committer = (
             GroupCommitter(options.client_config, options.commit_group_id)
             if options.commit_group_id else None
@@ -232,9 +233,17 @@ class SyncDriver:
         if now < self._next_discovery_ms:
             return dict(start.partitions)
         self._next_discovery_ms = now + self._options.partition_discovery_interval_ms
-        current = self._offset_reader.partitions(self._options.subscription, must_exist=False)
-        missing = [tp for tp in start.partitions if tp not in current]
-        gone = self._offset_reader.gone(missing) if missing else []
+        try:
+            current = self._offset_reader.partitions(self._options.subscription, must_exist=False)
+            missing = [tp for tp in start.partitions if tp not in current]
+            gone = self._offset_reader.gone(missing) if missing else []
+        except (KafkaException, ConnectionError) as err:
+            # Discovery is not needed for the partitions already read: a cluster that cannot
+            # answer now (e.g. just back from an outage) is asked again at the next interval.
+            logger.warning("kafkasync: partition discovery failed (%s); the query goes on with "
+                           "its %d partition(s) and tries again in %d ms.", err,
+                           len(start.partitions), self._options.partition_discovery_interval_ms)
+            return dict(start.partitions)
         if gone:
             self._report_gone(start, gone)
         partitions = {tp: offset for tp, offset in start.partitions.items() if tp not in gone}
