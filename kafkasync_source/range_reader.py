@@ -16,18 +16,17 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Optional
+from typing import Iterator, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.offset_reader import partitions_gone
 from kafkasync_source.options import SourceOptions
-from kafkasync_source.planner import TopicPartition
 from kafkasync_source.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -43,34 +42,6 @@ _DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESE
 
 class KafkaSyncDataLossError(RuntimeError):
     """Records a batch needs are gone from Kafka (retention, truncation) and failOnDataLoss=true."""
-
-
-@dataclass(frozen=True)
-class KafkaRange(InputPartition):
-    """One Spark input partition: the records of ``topic-partition`` in ``[start, end)``."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-
-def split_ranges(
-    ranges: Iterable[tuple[TopicPartition, int, int]], max_records: int
-) -> list[KafkaRange]:
-    """One input partition per non-empty range, split so none spans more than ``max_records``
-    offsets (a large backlog then spreads over all executor cores)."""
-    splits = []
-    for tp, start, end in ranges:
-        for chunk_start in range(start, end, max_records):
-            splits.append(
-                KafkaRange(tp.topic, tp.partition, chunk_start, min(end, chunk_start + max_records))
-            )
-    return splits
 
 
 @dataclass(frozen=True)
@@ -93,12 +64,14 @@ class RangeReader:
             poll_timeout_ms=options.poll_timeout_ms,
         )
 
-    def read(self, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
-        consumer = Consumer(self._consumer_config())
-        try:
-            yield from self._read(consumer, kafka_range)
-        finally:
-            consumer.close()
+    def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
+        """The records of one range, or of an input partition's ranges one after another."""
+        for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
+            consumer = Consumer(self._consumer_config())
+            try:
+                yield from self._read(consumer, kafka_range)
+            finally:
+                consumer.close()
 
     def _consumer_config(self) -> dict:
         return {
