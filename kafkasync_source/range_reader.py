@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Optional, Union
+from typing import Generator, Iterator, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.consumer_pool import POOL, PooledConsumer
 from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.offset_reader import partitions_gone
 from kafkasync_source.options import SourceOptions
@@ -65,13 +66,23 @@ class RangeReader:
         )
 
     def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
-        """The records of one range, or of an input partition's ranges one after another."""
+        """The records of one range, or of an input partition's ranges one after another,
+        each with this worker's pooled consumer of its partition (see consumer_pool.py)."""
+        config = self._consumer_config()
+        frozen_config = tuple(sorted((key, str(value)) for key, value in config.items()))
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
-            consumer = Consumer(self._consumer_config())
+            key = (frozen_config, kafka_range.topic, kafka_range.partition)
+            pooled = POOL.acquire(key, lambda: Consumer(config))
+            completed = False
             try:
-                yield from self._read(consumer, kafka_range)
+                completed = yield from self._read(pooled, kafka_range)
             finally:
-                consumer.close()
+                # A range left half-read (an error, Spark stopping early) leaves the consumer
+                # somewhere unknown: close it rather than pool it.
+                if completed:
+                    POOL.release(key, pooled)
+                else:
+                    pooled.consumer.close()
 
     def _consumer_config(self) -> dict:
         return {
@@ -84,39 +95,47 @@ class RangeReader:
             "auto.offset.reset": "error",
         }
 
-    def _read(self, consumer: Consumer, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
+    def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
+        """Yields the range's batches; returns whether the consumer may be pooled, positioned
+        at the range's end."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
-        consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
+        consumer = pooled.consumer
+        if pooled.position != kafka_range.start:
+            consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
+            pooled.stash = []
         next_offset = kafka_range.start
         columns = _Columns(topic, self.include_headers)
         stalled_since = gone_checked = time.monotonic()
         while next_offset < end:
-            messages = consumer.consume(
-                num_messages=min(end - next_offset, ARROW_BATCH_ROWS), timeout=_POLL_SLICE_S
-            )
+            messages = self._next_messages(pooled, min(end - next_offset, ARROW_BATCH_ROWS))
             # Errors (end-of-partition events above all) are rare: find them in one cheap pass
             # instead of filtering every record.
             errors = [m for m in messages if m.error() is not None]
             records = [m for m in messages if m.error() is None] if errors else messages
-            for message in errors:
-                error = message.error()
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # Everything below the high watermark has been seen: the rest of the range
-                    # is an offset gap, unless the log was truncated below the range's end.
-                    if message.offset() < end:
-                        self._data_lost(kafka_range, next_offset, message.offset(), "log ends")
-                    next_offset = end
-                elif error.code() in _DATA_LOSS_CODES:
-                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
-                else:
-                    raise KafkaException(error)
             if records and records[-1].offset() >= end:
                 # A record at or past the end: every offset before it has been seen, so the
                 # rest of the range is an offset gap (e.g. a transaction marker just before
                 # the end). Without this the reader would go on, one record per call, until
-                # the end of the log.
+                # the end of the log. What came from that record on is kept, in order, for
+                # the next range of this partition.
+                cut = next(i for i, m in enumerate(messages) if m.error() is None and m.offset() >= end)
+                pooled.stash = messages[cut:]
+                errors = [m for m in messages[:cut] if m.error() is not None]
                 records = [m for m in records if m.offset() < end]
                 next_offset = end
+            for message in errors:
+                error = message.error()
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # Everything below the event's offset has been seen: the rest of the range
+                    # is an offset gap, unless the log was truncated below the range's end.
+                    if message.offset() < end and not self._truncated_below_end(consumer, kafka_range, next_offset):
+                        continue
+                    next_offset = end
+                elif error.code() in _DATA_LOSS_CODES:
+                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
+                    pooled.stash = []
+                else:
+                    raise KafkaException(error)
             if records:
                 columns.extend(records)
                 next_offset = max(next_offset, records[-1].offset() + 1)
@@ -132,11 +151,34 @@ class RangeReader:
                 gone_checked = time.monotonic()
                 if partitions_gone(consumer, [kafka_range.topic_partition]):
                     self._deleted(kafka_range, next_offset)
-                    next_offset = end
+                    if len(columns):
+                        yield columns.to_batch(self.arrow_schema)
+                    return False
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
             yield columns.to_batch(self.arrow_schema)
+        pooled.position = end
+        return True
+
+    @staticmethod
+    def _next_messages(pooled: PooledConsumer, count: int) -> list:
+        """Stashed messages first (consumed earlier, at or past the previous range's end)."""
+        if pooled.stash:
+            messages, pooled.stash = pooled.stash[:count], pooled.stash[count:]
+            return messages
+        return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
+
+    def _truncated_below_end(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> bool:
+        """An end-of-partition event below the range's end: the log was truncated, or the event
+        is stale (a pooled consumer reached the log end before this range was planned). The
+        broker's high watermark tells which."""
+        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
+        _, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if high >= kafka_range.end:
+            return False
+        self._data_lost(kafka_range, max(next_offset, high), high, "log ends")
+        return True
 
     def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
         """The range's next offset is gone (retention). Fail, or continue at the log start."""

@@ -143,3 +143,96 @@ def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
     rows = read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 0, 6))
     assert [r["value"] for r in rows] == [b"t0", b"t1", b"t2", b"t3", b"t4"]
     assert len(consume_calls) < 10, f"{len(consume_calls)} consume() calls for a 5-record range"
+
+
+@pytest.fixture
+def pool():
+    """The worker's consumer pool, emptied so that counts are this test's own."""
+    from kafkasync_source.consumer_pool import POOL
+
+    POOL.close_all()
+    POOL.created = POOL.reused = 0
+    yield POOL
+    POOL.close_all()
+
+
+def offsets_of(reader, kafka_range):
+    return [r["offset"] for r in read_rows(reader, kafka_range)]
+
+
+def test_the_next_range_of_a_partition_reuses_the_pooled_consumer(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(2)
+    for p in (0, 1):
+        kafka_cluster.produce(topic, [Record(p, BASE_TS + i, None, b"v%d" % i) for i in range(300)])
+    reader = reader_for(kafka_cluster, topic)
+    # Interleaved ranges of two partitions: one consumer each, each continuing where it was.
+    for start, end in ((0, 100), (100, 250), (250, 300)):
+        for p in (0, 1):
+            assert offsets_of(reader, KafkaRange(topic, p, start, end)) == list(range(start, end))
+    assert (pool.created, pool.reused) == (2, 4)
+    assert len(pool) == 2
+
+
+def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(100)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 50)) == list(range(50))
+    assert offsets_of(reader, KafkaRange(topic, 0, 20, 30)) == list(range(20, 30))  # back
+    assert offsets_of(reader, KafkaRange(topic, 0, 70, 80)) == list(range(70, 80))  # ahead
+    assert offsets_of(reader, KafkaRange(topic, 0, 80, 100)) == list(range(80, 100))
+    assert (pool.created, pool.reused) == (1, 3)
+
+
+def test_records_past_a_range_end_are_kept_for_the_next_range(kafka_cluster, topic_factory, pool):
+    """A transaction marker ends [0, 6) through the record at 6, which is consumed already:
+    the next range starts with it, and ranges still stop at gaps."""
+    topic = topic_factory(1)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t%d" % i) for i in range(5)])
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"a%d" % i) for i in range(5)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 6)) == [0, 1, 2, 3, 4]
+    assert offsets_of(reader, KafkaRange(topic, 0, 6, 11)) == [6, 7, 8, 9, 10]
+    assert pool.reused == 1
+
+
+def test_a_pooled_consumer_that_saw_the_old_log_end_reads_records_produced_since(
+    kafka_cluster, topic_factory, pool
+):
+    """Its end-of-partition event at the old end is stale, not a truncation (no data loss)."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 4)) == [0, 1, 2, 3]
+    time.sleep(0.5)  # the consumer reaches the log end at 5 meanwhile
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(5)])
+    assert offsets_of(reader, KafkaRange(topic, 0, 4, 10)) == [4, 5, 6, 7, 8, 9]
+    assert pool.reused == 1
+
+
+def test_a_partly_read_range_does_not_pool_its_consumer(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(25_000)])
+    batches = reader_for(kafka_cluster, topic).read(KafkaRange(topic, 0, 0, 25_000))
+    next(batches)
+    batches.close()
+    assert len(pool) == 0
+
+
+def test_the_pool_is_bounded_and_closes_idle_consumers():
+    from kafkasync_source.consumer_pool import ConsumerPool
+
+    class FakeConsumer:  # the pool only ever closes what it holds
+        closed = 0
+
+        def close(self):
+            FakeConsumer.closed += 1
+
+    now = [0.0]
+    pool = ConsumerPool(capacity=2, idle_timeout_s=60, clock=lambda: now[0])
+    for key in "abc":
+        pool.release(key, pool.acquire(key, FakeConsumer))
+    assert len(pool) == 2 and FakeConsumer.closed == 1  # "a", least recently used
+    now[0] = 61
+    pool.release("d", pool.acquire("d", FakeConsumer))  # "b" and "c" idle too long
+    assert len(pool) == 1 and FakeConsumer.closed == 3
