@@ -39,6 +39,17 @@ _POLL_SLICE_S = 0.5
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
 _DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+_FATAL_CODES = (
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError._INVALID_ARG,
+)
+"""Errors no retry can fix. Any other fetch error (request timeouts, unknown server errors, a
+leader moving, a dropped connection) is retried: librdkafka keeps fetching by itself, and the
+range fails only after kafkaConsumer.pollTimeoutMs without a record."""
+_TRANSIENT_LOG_INTERVAL_S = 10.0
+_MAX_TIMESTAMP_MS = np.iinfo(np.int64).max // 1000
+"""Spark timestamps are int64 microseconds: larger record timestamps (ms) cannot be converted."""
 
 
 class KafkaSyncDataLossError(RuntimeError):
@@ -106,6 +117,9 @@ class RangeReader:
         next_offset = kafka_range.start
         columns = _Columns(topic, self.include_headers)
         stalled_since = gone_checked = time.monotonic()
+        last_error: Optional[KafkaError] = None
+        skipped_loss = False
+        logged_at = -_TRANSIENT_LOG_INTERVAL_S
         while next_offset < end:
             messages = self._next_messages(pooled, min(end - next_offset, ARROW_BATCH_ROWS))
             # Errors (end-of-partition events above all) are rare: find them in one cheap pass
@@ -133,9 +147,18 @@ class RangeReader:
                     next_offset = end
                 elif error.code() in _DATA_LOSS_CODES:
                     next_offset = self._skip_lost(consumer, kafka_range, next_offset)
-                    pooled.stash = []
-                else:
+                    pooled.stash, skipped_loss = [], True  # the next range re-seeks
+                elif error.fatal() or error.code() in _FATAL_CODES:
                     raise KafkaException(error)
+                else:
+                    last_error = error
+                    if time.monotonic() - logged_at >= _TRANSIENT_LOG_INTERVAL_S:
+                        logged_at = time.monotonic()
+                        logger.warning(
+                            "kafkasync: transient error reading %s-%d at offset %d, retrying "
+                            "for up to %d ms (kafkaConsumer.pollTimeoutMs): %s",
+                            topic, partition, next_offset, self.poll_timeout_ms, error.str(),
+                        )
             if records:
                 columns.extend(records)
                 next_offset = max(next_offset, records[-1].offset() + 1)
@@ -144,7 +167,8 @@ class RangeReader:
                 raise TimeoutError(
                     f"kafkasync: no record of {topic}-{partition} arrived for "
                     f"{self.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) while reading "
-                    f"offsets [{next_offset}, {end})."
+                    f"offsets [{next_offset}, {end})"
+                    + (f"; last error: {last_error.str()}." if last_error is not None else ".")
                 )
             elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
                 # librdkafka reports no error for a deleted partition: it only stops fetching.
@@ -158,7 +182,7 @@ class RangeReader:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
             yield columns.to_batch(self.arrow_schema)
-        pooled.position = end
+        pooled.position = None if skipped_loss else end
         return True
 
     @staticmethod
@@ -177,16 +201,17 @@ class RangeReader:
         _, high = consumer.get_watermark_offsets(tp, timeout=10)
         if high >= kafka_range.end:
             return False
-        self._data_lost(kafka_range, max(next_offset, high), high, "log ends")
+        self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")
         return True
 
     def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
-        """The range's next offset is gone (retention). Fail, or continue at the log start."""
+        """The range's next offset is out of the log's range. Fail, or continue where it can."""
         tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        low, _ = consumer.get_watermark_offsets(tp, timeout=10)
-        self._data_lost(kafka_range, next_offset, low, "log starts")
-        resume = min(max(low, next_offset), kafka_range.end)
-        consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
+        self._data_lost(kafka_range, lost_from, resume, why)
+        if resume < kafka_range.end:
+            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
         return resume
 
     def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
@@ -203,17 +228,26 @@ class RangeReader:
             )
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
-    def _data_lost(self, kafka_range: KafkaRange, expected: int, available: int, where: str) -> None:
+    def _data_lost(self, kafka_range: KafkaRange, lost_from: int, lost_to: int, why: str) -> None:
+        """Offsets ``[lost_from, lost_to)`` of the range are gone: fail, or warn and skip them."""
         message = (
             f"kafkasync: {kafka_range.topic}-{kafka_range.partition} offsets "
-            f"[{expected}, {kafka_range.end}) were expected but the {where} at offset "
-            f"{available}; records may have been lost (retention or log truncation)."
+            f"[{lost_from}, {lost_to}) of the range [{kafka_range.start}, {kafka_range.end}) "
+            f"are gone: {why}; records were lost (retention or log truncation)."
         )
         if self.fail_on_data_loss:
             raise KafkaSyncDataLossError(
                 message + " Set failOnDataLoss=false to skip them with a warning."
             )
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
+
+
+def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, int, str]:
+    """The offsets ``[from, to)`` of ``[next_offset, end)`` that a log ``[low, high)`` no longer
+    holds, and why: records deleted below the log start, or a log truncated below its end."""
+    if low > next_offset:
+        return next_offset, min(low, end), f"the log starts at offset {low}"
+    return max(next_offset, high), end, f"the log ends at offset {high}"
 
 
 class _Columns:
@@ -255,6 +289,7 @@ class _Columns:
         # confluent-kafka: 0 = not available, 1 = CreateTime, 2 = LogAppendTime; Spark (Java's
         # TimestampType.id): -1, 0, 1. A record without timestamp gets a null timestamp.
         timestamp_type = kinds_and_times[:, 0] - 1
+        self._check_timestamps(kinds_and_times[:, 1], timestamp_type >= 0)
         timestamp_us = pa.array(
             kinds_and_times[:, 1] * 1000, mask=timestamp_type < 0
         ).cast(schema.field("timestamp").type)
@@ -277,3 +312,21 @@ class _Columns:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _check_timestamps(self, millis: np.ndarray, present: np.ndarray) -> None:
+        """Fail on a timestamp whose microseconds overflow int64 (Spark's TimestampType)
+        instead of returning a wrapped-around date. format("kafka") fails on it too: its
+        record-to-row conversion calls ``DateTimeUtils.fromJavaTimestamp``, whose
+        ``instantToMicros`` uses ``Math.multiplyExact`` (apache/spark
+        ``KafkaRecordToRowConverter.scala``, ``DateTimeUtils.scala``)."""
+        bad = np.flatnonzero(present & (np.abs(millis) > _MAX_TIMESTAMP_MS))
+        if not len(bad):
+            return
+        first = int(bad[0])
+        run_ends = np.cumsum([n for _, n in self.partitions])
+        partition = self.partitions[int(np.searchsorted(run_ends, first, side="right"))][0]
+        raise ValueError(
+            f"kafkasync: record {self._topic}-{partition} offset {self.offsets[first]} has "
+            f"timestamp {int(millis[first])} ms, beyond what Spark's timestamp type holds "
+            f"(|ms| <= {_MAX_TIMESTAMP_MS}); format(\"kafka\") fails on it too."
+        )
