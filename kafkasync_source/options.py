@@ -42,6 +42,7 @@ _KNOWN_OPTIONS = {
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
     "maxrecordsperpartition",
+    "minpartitions",
     "kafkaconsumer.polltimeoutms",
     "partitiondiscoveryintervalms",
     "autostop.offsets",
@@ -136,6 +137,8 @@ class SourceOptions:
     """Optional further bound per partition (default: the budget split evenly)."""
     rate_limits: "RateLimitOptions" = field(default_factory=lambda: RateLimitOptions())
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    min_partitions: Optional[int] = None
+    """About how many Spark tasks a batch gets (default: the driver's cores, input_partitions.py)."""
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     partition_discovery_interval_ms: int = DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS
     fetch_offset_retries: int = DEFAULT_FETCH_OFFSET_RETRIES
@@ -241,6 +244,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         max_records_per_partition=_positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
+        ),
+        min_partitions=_bounded_int(
+            lowered, "minpartitions", None, (1, WAIT_FOREVER), display="minPartitions"
         ),
         poll_timeout_ms=_positive_int(
             lowered, "kafkaconsumer.polltimeoutms", DEFAULT_POLL_TIMEOUT_MS,

@@ -16,18 +16,18 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Optional
+from typing import Generator, Iterator, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.consumer_pool import POOL, PooledConsumer
+from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.offset_reader import partitions_gone
 from kafkasync_source.options import SourceOptions
-from kafkasync_source.planner import TopicPartition
 from kafkasync_source.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -39,38 +39,21 @@ _POLL_SLICE_S = 0.5
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
 _DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+_FATAL_CODES = (
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError._INVALID_ARG,
+)
+"""Errors no retry can fix. Any other fetch error (request timeouts, unknown server errors, a
+leader moving, a dropped connection) is retried: librdkafka keeps fetching by itself, and the
+range fails only after kafkaConsumer.pollTimeoutMs without a record."""
+_TRANSIENT_LOG_INTERVAL_S = 10.0
+_MAX_TIMESTAMP_MS = np.iinfo(np.int64).max // 1000
+"""Spark timestamps are int64 microseconds: larger record timestamps (ms) cannot be converted."""
 
 
 class KafkaSyncDataLossError(RuntimeError):
     """Records a batch needs are gone from Kafka (retention, truncation) and failOnDataLoss=true."""
-
-
-@dataclass(frozen=True)
-class KafkaRange(InputPartition):
-    """One Spark input partition: the records of ``topic-partition`` in ``[start, end)``."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-
-def split_ranges(
-    ranges: Iterable[tuple[TopicPartition, int, int]], max_records: int
-) -> list[KafkaRange]:
-    """One input partition per non-empty range, split so none spans more than ``max_records``
-    offsets (a large backlog then spreads over all executor cores)."""
-    splits = []
-    for tp, start, end in ranges:
-        for chunk_start in range(start, end, max_records):
-            splits.append(
-                KafkaRange(tp.topic, tp.partition, chunk_start, min(end, chunk_start + max_records))
-            )
-    return splits
 
 
 @dataclass(frozen=True)
@@ -93,12 +76,24 @@ class RangeReader:
             poll_timeout_ms=options.poll_timeout_ms,
         )
 
-    def read(self, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
-        consumer = Consumer(self._consumer_config())
-        try:
-            yield from self._read(consumer, kafka_range)
-        finally:
-            consumer.close()
+    def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
+        """The records of one range, or of an input partition's ranges one after another,
+        each with this worker's pooled consumer of its partition (see consumer_pool.py)."""
+        config = self._consumer_config()
+        frozen_config = tuple(sorted((key, str(value)) for key, value in config.items()))
+        for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
+            key = (frozen_config, kafka_range.topic, kafka_range.partition)
+            pooled = POOL.acquire(key, lambda: Consumer(config))
+            completed = False
+            try:
+                completed = yield from self._read(pooled, kafka_range)
+            finally:
+                # A range left half-read (an error, Spark stopping early) leaves the consumer
+                # somewhere unknown: close it rather than pool it.
+                if completed:
+                    POOL.release(key, pooled)
+                else:
+                    pooled.consumer.close()
 
     def _consumer_config(self) -> dict:
         return {
@@ -111,39 +106,59 @@ class RangeReader:
             "auto.offset.reset": "error",
         }
 
-    def _read(self, consumer: Consumer, kafka_range: KafkaRange) -> Iterator[pa.RecordBatch]:
+    def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
+        """Yields the range's batches; returns whether the consumer may be pooled, positioned
+        at the range's end."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
-        consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
+        consumer = pooled.consumer
+        if pooled.position != kafka_range.start:
+            consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
+            pooled.stash = []
         next_offset = kafka_range.start
         columns = _Columns(topic, self.include_headers)
         stalled_since = gone_checked = time.monotonic()
+        last_error: Optional[KafkaError] = None
+        skipped_loss = False
+        logged_at = -_TRANSIENT_LOG_INTERVAL_S
         while next_offset < end:
-            messages = consumer.consume(
-                num_messages=min(end - next_offset, ARROW_BATCH_ROWS), timeout=_POLL_SLICE_S
-            )
+            messages = self._next_messages(pooled, min(end - next_offset, ARROW_BATCH_ROWS))
             # Errors (end-of-partition events above all) are rare: find them in one cheap pass
             # instead of filtering every record.
             errors = [m for m in messages if m.error() is not None]
             records = [m for m in messages if m.error() is None] if errors else messages
-            for message in errors:
-                error = message.error()
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # Everything below the high watermark has been seen: the rest of the range
-                    # is an offset gap, unless the log was truncated below the range's end.
-                    if message.offset() < end:
-                        self._data_lost(kafka_range, next_offset, message.offset(), "log ends")
-                    next_offset = end
-                elif error.code() in _DATA_LOSS_CODES:
-                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
-                else:
-                    raise KafkaException(error)
             if records and records[-1].offset() >= end:
                 # A record at or past the end: every offset before it has been seen, so the
                 # rest of the range is an offset gap (e.g. a transaction marker just before
                 # the end). Without this the reader would go on, one record per call, until
-                # the end of the log.
+                # the end of the log. What came from that record on is kept, in order, for
+                # the next range of this partition.
+                cut = next(i for i, m in enumerate(messages) if m.error() is None and m.offset() >= end)
+                pooled.stash = messages[cut:]
+                errors = [m for m in messages[:cut] if m.error() is not None]
                 records = [m for m in records if m.offset() < end]
                 next_offset = end
+            for message in errors:
+                error = message.error()
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # Everything below the event's offset has been seen: the rest of the range
+                    # is an offset gap, unless the log was truncated below the range's end.
+                    if message.offset() < end and not self._truncated_below_end(consumer, kafka_range, next_offset):
+                        continue
+                    next_offset = end
+                elif error.code() in _DATA_LOSS_CODES:
+                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
+                    pooled.stash, skipped_loss = [], True  # the next range re-seeks
+                elif error.fatal() or error.code() in _FATAL_CODES:
+                    raise KafkaException(error)
+                else:
+                    last_error = error
+                    if time.monotonic() - logged_at >= _TRANSIENT_LOG_INTERVAL_S:
+                        logged_at = time.monotonic()
+                        logger.warning(
+                            "kafkasync: transient error reading %s-%d at offset %d, retrying "
+                            "for up to %d ms (kafkaConsumer.pollTimeoutMs): %s",
+                            topic, partition, next_offset, self.poll_timeout_ms, error.str(),
+                        )
             if records:
                 columns.extend(records)
                 next_offset = max(next_offset, records[-1].offset() + 1)
@@ -152,26 +167,51 @@ class RangeReader:
                 raise TimeoutError(
                     f"kafkasync: no record of {topic}-{partition} arrived for "
                     f"{self.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) while reading "
-                    f"offsets [{next_offset}, {end})."
+                    f"offsets [{next_offset}, {end})"
+                    + (f"; last error: {last_error.str()}." if last_error is not None else ".")
                 )
             elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
                 # librdkafka reports no error for a deleted partition: it only stops fetching.
                 gone_checked = time.monotonic()
                 if partitions_gone(consumer, [kafka_range.topic_partition]):
                     self._deleted(kafka_range, next_offset)
-                    next_offset = end
+                    if len(columns):
+                        yield columns.to_batch(self.arrow_schema)
+                    return False
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
             yield columns.to_batch(self.arrow_schema)
+        pooled.position = None if skipped_loss else end
+        return True
+
+    @staticmethod
+    def _next_messages(pooled: PooledConsumer, count: int) -> list:
+        """Stashed messages first (consumed earlier, at or past the previous range's end)."""
+        if pooled.stash:
+            messages, pooled.stash = pooled.stash[:count], pooled.stash[count:]
+            return messages
+        return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
+
+    def _truncated_below_end(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> bool:
+        """An end-of-partition event below the range's end: the log was truncated, or the event
+        is stale (a pooled consumer reached the log end before this range was planned). The
+        broker's high watermark tells which."""
+        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
+        _, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if high >= kafka_range.end:
+            return False
+        self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")
+        return True
 
     def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
-        """The range's next offset is gone (retention). Fail, or continue at the log start."""
+        """The range's next offset is out of the log's range. Fail, or continue where it can."""
         tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        low, _ = consumer.get_watermark_offsets(tp, timeout=10)
-        self._data_lost(kafka_range, next_offset, low, "log starts")
-        resume = min(max(low, next_offset), kafka_range.end)
-        consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
+        self._data_lost(kafka_range, lost_from, resume, why)
+        if resume < kafka_range.end:
+            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
         return resume
 
     def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
@@ -188,17 +228,26 @@ class RangeReader:
             )
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
-    def _data_lost(self, kafka_range: KafkaRange, expected: int, available: int, where: str) -> None:
+    def _data_lost(self, kafka_range: KafkaRange, lost_from: int, lost_to: int, why: str) -> None:
+        """Offsets ``[lost_from, lost_to)`` of the range are gone: fail, or warn and skip them."""
         message = (
             f"kafkasync: {kafka_range.topic}-{kafka_range.partition} offsets "
-            f"[{expected}, {kafka_range.end}) were expected but the {where} at offset "
-            f"{available}; records may have been lost (retention or log truncation)."
+            f"[{lost_from}, {lost_to}) of the range [{kafka_range.start}, {kafka_range.end}) "
+            f"are gone: {why}; records were lost (retention or log truncation)."
         )
         if self.fail_on_data_loss:
             raise KafkaSyncDataLossError(
                 message + " Set failOnDataLoss=false to skip them with a warning."
             )
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
+
+
+def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, int, str]:
+    """The offsets ``[from, to)`` of ``[next_offset, end)`` that a log ``[low, high)`` no longer
+    holds, and why: records deleted below the log start, or a log truncated below its end."""
+    if low > next_offset:
+        return next_offset, min(low, end), f"the log starts at offset {low}"
+    return max(next_offset, high), end, f"the log ends at offset {high}"
 
 
 class _Columns:
@@ -240,6 +289,7 @@ class _Columns:
         # confluent-kafka: 0 = not available, 1 = CreateTime, 2 = LogAppendTime; Spark (Java's
         # TimestampType.id): -1, 0, 1. A record without timestamp gets a null timestamp.
         timestamp_type = kinds_and_times[:, 0] - 1
+        self._check_timestamps(kinds_and_times[:, 1], timestamp_type >= 0)
         timestamp_us = pa.array(
             kinds_and_times[:, 1] * 1000, mask=timestamp_type < 0
         ).cast(schema.field("timestamp").type)
@@ -262,3 +312,21 @@ class _Columns:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _check_timestamps(self, millis: np.ndarray, present: np.ndarray) -> None:
+        """Fail on a timestamp whose microseconds overflow int64 (Spark's TimestampType)
+        instead of returning a wrapped-around date. format("kafka") fails on it too: its
+        record-to-row conversion calls ``DateTimeUtils.fromJavaTimestamp``, whose
+        ``instantToMicros`` uses ``Math.multiplyExact`` (apache/spark
+        ``KafkaRecordToRowConverter.scala``, ``DateTimeUtils.scala``)."""
+        bad = np.flatnonzero(present & (np.abs(millis) > _MAX_TIMESTAMP_MS))
+        if not len(bad):
+            return
+        first = int(bad[0])
+        run_ends = np.cumsum([n for _, n in self.partitions])
+        partition = self.partitions[int(np.searchsorted(run_ends, first, side="right"))][0]
+        raise ValueError(
+            f"kafkasync: record {self._topic}-{partition} offset {self.offsets[first]} has "
+            f"timestamp {int(millis[first])} ms, beyond what Spark's timestamp type holds "
+            f"(|ms| <= {_MAX_TIMESTAMP_MS}); format(\"kafka\") fails on it too."
+        )

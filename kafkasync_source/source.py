@@ -10,7 +10,8 @@ from pyspark.sql.types import StructType
 
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.options import LATEST, SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
-from kafkasync_source.range_reader import KafkaRange, RangeReader, split_ranges
+from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
+from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
 
@@ -144,10 +145,10 @@ class KafkaSyncBatchReader(DataSourceReader):
                     f"before startingOffsets ({starts[tp]})."
                 )
         ranges = [(tp, starts[tp], ends[tp]) for tp in partitions]
-        return split_ranges(ranges, options.max_records_per_partition)
+        return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, KafkaRange)
+        assert isinstance(partition, KafkaRanges)
         return RangeReader.from_options(self._options, self._schema).read(partition)
 
 

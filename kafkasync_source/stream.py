@@ -49,7 +49,8 @@ from kafkasync_source.planner import (
     plan_batch,
 )
 from kafkasync_source.rate_limit import TriggerDelay
-from kafkasync_source.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader, split_ranges
+from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
+from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -421,7 +422,9 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             (tp, begin.partitions.get(tp, position).next_offset, position.next_offset)
             for tp, position in sorted(finish.partitions.items())
         ]
-        return split_ranges(ranges, self._options.max_records_per_partition)
+        return plan_input_partitions(
+            ranges, self._options.max_records_per_partition, self._options.min_partitions
+        )
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:
         """PySpark 4.0/4.1: a restart from a checkpoint looks like a fresh query to the
@@ -439,7 +442,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             )
 
     def read(self, partition: InputPartition) -> Any:
-        assert isinstance(partition, KafkaRange)
+        assert isinstance(partition, KafkaRanges)
         return RangeReader.from_options(self._options, self._schema).read(partition)
 
     def reportLatestOffset(self) -> Optional[dict]:

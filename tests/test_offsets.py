@@ -6,7 +6,6 @@ import pytest
 
 from kafkasync_source.offsets import KafkaSyncOffsetError, PartitionOffset, SyncOffset
 from kafkasync_source.planner import TopicPartition
-from kafkasync_source.range_reader import KafkaRange, split_ranges
 
 
 def test_round_trip_keeps_positions_partition_times_and_counters():
@@ -35,10 +34,3 @@ def test_foreign_or_malformed_offsets_fail_clearly(foreign):
 def test_newer_offset_versions_are_refused():
     with pytest.raises(KafkaSyncOffsetError, match="version 99"):
         SyncOffset.from_json({"version": 99, "topics": {}})
-
-
-def test_split_ranges_caps_each_task_and_skips_empty_ranges():
-    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
-    assert split_ranges([(tp, 10, 35), (other, 5, 5)], max_records=10) == [
-        KafkaRange("t", 0, 10, 20), KafkaRange("t", 0, 20, 30), KafkaRange("t", 0, 30, 35)
-    ]

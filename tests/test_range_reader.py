@@ -143,3 +143,171 @@ def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
     rows = read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 0, 6))
     assert [r["value"] for r in rows] == [b"t0", b"t1", b"t2", b"t3", b"t4"]
     assert len(consume_calls) < 10, f"{len(consume_calls)} consume() calls for a 5-record range"
+
+
+@pytest.fixture
+def pool():
+    """The worker's consumer pool, emptied so that counts are this test's own."""
+    from kafkasync_source.consumer_pool import POOL
+
+    POOL.close_all()
+    POOL.created = POOL.reused = 0
+    yield POOL
+    POOL.close_all()
+
+
+def offsets_of(reader, kafka_range):
+    return [r["offset"] for r in read_rows(reader, kafka_range)]
+
+
+def test_the_next_range_of_a_partition_reuses_the_pooled_consumer(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(2)
+    for p in (0, 1):
+        kafka_cluster.produce(topic, [Record(p, BASE_TS + i, None, b"v%d" % i) for i in range(300)])
+    reader = reader_for(kafka_cluster, topic)
+    # Interleaved ranges of two partitions: one consumer each, each continuing where it was.
+    for start, end in ((0, 100), (100, 250), (250, 300)):
+        for p in (0, 1):
+            assert offsets_of(reader, KafkaRange(topic, p, start, end)) == list(range(start, end))
+    assert (pool.created, pool.reused) == (2, 4)
+    assert len(pool) == 2
+
+
+def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(100)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 50)) == list(range(50))
+    assert offsets_of(reader, KafkaRange(topic, 0, 20, 30)) == list(range(20, 30))  # back
+    assert offsets_of(reader, KafkaRange(topic, 0, 70, 80)) == list(range(70, 80))  # ahead
+    assert offsets_of(reader, KafkaRange(topic, 0, 80, 100)) == list(range(80, 100))
+    assert (pool.created, pool.reused) == (1, 3)
+
+
+def test_records_past_a_range_end_are_kept_for_the_next_range(kafka_cluster, topic_factory, pool):
+    """A transaction marker ends [0, 6) through the record at 6, which is consumed already:
+    the next range starts with it, and ranges still stop at gaps."""
+    topic = topic_factory(1)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t%d" % i) for i in range(5)])
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"a%d" % i) for i in range(5)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 6)) == [0, 1, 2, 3, 4]
+    assert offsets_of(reader, KafkaRange(topic, 0, 6, 11)) == [6, 7, 8, 9, 10]
+    assert pool.reused == 1
+
+
+def test_a_pooled_consumer_that_saw_the_old_log_end_reads_records_produced_since(
+    kafka_cluster, topic_factory, pool
+):
+    """Its end-of-partition event at the old end is stale, not a truncation (no data loss)."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 4)) == [0, 1, 2, 3]
+    time.sleep(0.5)  # the consumer reaches the log end at 5 meanwhile
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(5)])
+    assert offsets_of(reader, KafkaRange(topic, 0, 4, 10)) == [4, 5, 6, 7, 8, 9]
+    assert pool.reused == 1
+
+
+def test_a_partly_read_range_does_not_pool_its_consumer(kafka_cluster, topic_factory, pool):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(25_000)])
+    batches = reader_for(kafka_cluster, topic).read(KafkaRange(topic, 0, 0, 25_000))
+    next(batches)
+    batches.close()
+    assert len(pool) == 0
+
+
+def test_the_pool_is_bounded_and_closes_idle_consumers():
+    from kafkasync_source.consumer_pool import ConsumerPool
+
+    class FakeConsumer:  # the pool only ever closes what it holds
+        closed = 0
+
+        def close(self):
+            FakeConsumer.closed += 1
+
+    now = [0.0]
+    pool = ConsumerPool(capacity=2, idle_timeout_s=60, clock=lambda: now[0])
+    for key in "abc":
+        pool.release(key, pool.acquire(key, FakeConsumer))
+    assert len(pool) == 2 and FakeConsumer.closed == 1  # "a", least recently used
+    now[0] = 61
+    pool.release("d", pool.acquire("d", FakeConsumer))  # "b" and "c" idle too long
+    assert len(pool) == 1 and FakeConsumer.closed == 3
+
+
+def test_a_timestamp_beyond_spark_timestamps_fails_naming_the_record():
+    from kafkasync_source.range_reader import _Columns
+    from kafkasync_source.schema import arrow_schema
+
+    columns = _Columns("t", include_headers=False)
+    columns.extend([_Message(7, 1, BASE_TS), _Message(8, 1, 2**62)])
+    with pytest.raises(ValueError, match=rf"t-0 offset 8 has timestamp {2**62} ms"):
+        columns.to_batch(arrow_schema(kafka_schema(include_headers=False)))
+
+
+def test_data_loss_names_the_offsets_actually_lost():
+    from kafkasync_source.range_reader import lost_offsets
+
+    # Retention deleted [1000, 4000) of the range [1000, 9000): only those are lost.
+    assert lost_offsets(1000, 9000, 4000, 12_000) == (1000, 4000, "the log starts at offset 4000")
+    assert lost_offsets(1000, 3000, 4000, 12_000) == (1000, 3000, "the log starts at offset 4000")
+    # The log was truncated (or recreated) below the range: what lies past its end is lost.
+    assert lost_offsets(5, 9, 0, 3) == (5, 9, "the log ends at offset 3")
+    assert lost_offsets(1, 9, 0, 3) == (3, 9, "the log ends at offset 3")
+
+
+def test_a_range_past_a_truncated_log_fails_or_warns_naming_the_lost_offsets(
+    kafka_cluster, topic_factory, caplog
+):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(3)])
+    with pytest.raises(KafkaSyncDataLossError, match=rf"{topic}-0 offsets \[5, 9\) of the range \[5, 9\)"):
+        read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 5, 9))
+    lenient = reader_for(kafka_cluster, topic, failOnDataLoss="false")
+    with caplog.at_level("WARNING", logger="kafkasync_source.range_reader"):
+        assert read_rows(lenient, KafkaRange(topic, 0, 5, 9)) == []
+    assert any(f"{topic}-0 offsets [5, 9)" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.mock_brokers(1)
+def test_transient_fetch_errors_are_retried_and_fatal_ones_fail(fresh_cluster, pool, caplog):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kafkasync_source.testing.mock_cluster import ApiKey
+
+    cluster = fresh_cluster
+    cluster.create_topic("t", partitions=1)
+    cluster.produce("t", [Record(0, BASE_TS + i, None, b"x") for i in range(50)])
+    reader = reader_for(cluster, "t", **{"kafka.fetch.error.backoff.ms": "20"})
+    cluster.start_request_tracking()
+    cluster.push_request_errors(
+        ApiKey.FETCH, KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN,
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+    )
+    with caplog.at_level("WARNING", logger="kafkasync_source.range_reader"):
+        assert offsets_of(reader, KafkaRange("t", 0, 0, 50)) == list(range(50))
+    assert len(cluster.requests(ApiKey.FETCH)) >= 5  # four failed fetches, then one that worked
+
+    cluster.push_request_errors(ApiKey.FETCH, *[KafkaError.TOPIC_AUTHORIZATION_FAILED] * 20)
+    with pytest.raises(KafkaException) as info:
+        offsets_of(reader, KafkaRange("t", 0, 10, 20))  # a re-seek: a new fetch
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+@pytest.mark.mock_brokers(1)
+def test_transient_errors_without_progress_fail_after_the_poll_timeout(fresh_cluster, pool):
+    from confluent_kafka import KafkaError
+
+    from kafkasync_source.testing.mock_cluster import ApiKey
+
+    cluster = fresh_cluster
+    cluster.create_topic("t", partitions=1)
+    cluster.produce("t", [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
+    reader = reader_for(cluster, "t", **{"kafkaConsumer.pollTimeoutMs": "1500",
+                                         "kafka.fetch.error.backoff.ms": "20"})
+    cluster.push_request_errors(ApiKey.FETCH, *[KafkaError.UNKNOWN] * 10_000)
+    with pytest.raises(TimeoutError, match=r"t-0 .*1500 ms.*offsets \[0, 5\); last error"):
+        offsets_of(reader, KafkaRange("t", 0, 0, 5))
