@@ -104,6 +104,12 @@ class RangeReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
+            # Up to 16 consumers stay in each worker's pool (consumer_pool.py), prefetching: cap
+            # each one's queue (librdkafka's default is 64 MiB) ...
+            "queued.max.messages.kbytes": 16_384,
+            # ... and do not back off 1 s (the default) whenever that queue is over
+            # queued.min.messages: a task drains it at once (see fetcher.py, benchmarks/raw.py).
+            "fetch.queue.backoff.ms": 10,
         }
 
     def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
