@@ -57,10 +57,14 @@ class KafkaSyncDataSource(DataSource):
                                                  fetched record), split evenly
     buffered.records.per.partition    none       optional cap per partition below that (a full
                                                  partition ends its contribution to a batch)
-    maxRecordsPerPartition            200000     split larger ranges across Spark tasks
+    minPartitions                     CPU count  about this many Spark tasks a batch: large
+                                                 ranges split, small ones packed together
+    maxRecordsPerPartition            200000     at most this many offsets per Spark task
     kafkaConsumer.pollTimeoutMs       120000     executor: fail if a range stalls this long;
                                                  AvailableNow: fail if the driver cannot fetch
                                                  records below the stop offsets this long
+    fetchOffset.numRetries /          3 / 1000   retries of offset look-ups after retriable
+    fetchOffset.retryIntervalMs                  errors (leader election, topic just created)
     partitionDiscoveryIntervalMs      10000      how often to look for new partitions (not
                                                  during an AvailableNow run: partitions created
                                                  during a run are read by the next run)
