@@ -78,6 +78,9 @@ def live_report(
             "idleDeadline": _UNKNOWN if decision.idle_deadline is None else decision.idle_deadline,
         }
         report["partitions"].setdefault(tp.topic, {})[str(tp.partition)] = entry
+    report.update(offsets_behind_latest(
+        entry["lag"] for entries in report["partitions"].values() for entry in entries.values()
+    ))
     for tp, decision in sorted(cut.blocking.items()):
         report["waitingOn"].append(
             {
@@ -87,6 +90,22 @@ def live_report(
             }
         )
     return report
+
+
+def offsets_behind_latest(lags: Any) -> dict[str, float]:
+    """format("kafka")'s ``minOffsetsBehindLatest`` / ``maxOffsetsBehindLatest`` /
+    ``avgOffsetsBehindLatest``, defined as Spark's ``KafkaMicroBatchStream.metrics`` defines
+    them: per partition, the latest available offset minus the offset consumed up to (here:
+    the log end the driver knows minus the next offset after the planned batch), then the
+    minimum, maximum and mean over partitions. Unknown lags (-1) are left out; -1 when none
+    is known. A Python source cannot fill ``progress.sources[i].metrics``, where Spark's own
+    source puts them, so they live in the live report (``latestOffset``) and SyncMetrics."""
+    known = [lag for lag in lags if lag is not None and lag >= 0]
+    if not known:
+        return {"minOffsetsBehindLatest": _UNKNOWN, "maxOffsetsBehindLatest": _UNKNOWN,
+                "avgOffsetsBehindLatest": _UNKNOWN}
+    return {"minOffsetsBehindLatest": min(known), "maxOffsetsBehindLatest": max(known),
+            "avgOffsetsBehindLatest": sum(known) / len(known)}
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,9 @@ class SyncMetrics:
     """Partitions holding the next batch back: (partition, state, idle deadline ms)."""
     given_up: tuple[TopicPartition, ...]
     """Idle partitions the latest batch proceeded without (enforced processing)."""
+    offsets_behind_latest: tuple[float, float, float] = (_UNKNOWN, _UNKNOWN, _UNKNOWN)
+    """format("kafka")'s (min, max, avg) OffsetsBehindLatest (see :func:`offsets_behind_latest`);
+    -1 when unknown (PySpark < 4.2 reports no live state)."""
 
 
 def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -155,6 +177,7 @@ def metrics_from_progress(
             previous.enforced_processing_total if previous is not None
             else int(start.get("enforcedProcessingTotal", enforced_total))
         )
+        partitions = _partitions(latest)
         found.append(
             SyncMetrics(
                 query_id=str(progress.get("id")),
@@ -167,12 +190,15 @@ def metrics_from_progress(
                 late_records_total=late_total,
                 late_records=late_total - int(start.get("lateRecordsTotal", late_total)),
                 stream_time=int(end.get("streamTime", NO_TIMESTAMP)),
-                partitions=_partitions(latest),
+                partitions=partitions,
                 waiting_on=tuple(
                     (_parse_name(w["partition"]), w["state"], None if w["until"] < 0 else w["until"])
                     for w in latest.get("waitingOn", [])
                 ),
                 given_up=tuple(_parse_name(name) for name in latest.get("givenUp", [])),
+                offsets_behind_latest=tuple(
+                    offsets_behind_latest(p.lag for p in partitions.values()).values()
+                ),
             )
         )
     return found

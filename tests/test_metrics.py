@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.metrics import KafkaSyncListener, live_report, metrics_from_progress
+from kafkasync_source.metrics import KafkaSyncListener, live_report, metrics_from_progress, offsets_behind_latest
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
 from kafkasync_source.source import register
@@ -52,6 +52,18 @@ def test_live_report_says_which_partition_holds_the_batch_and_until_when():
     assert enforced["partitions"]["a"]["0"]["buffered"] == 0
 
 
+def test_offsets_behind_latest_as_format_kafka_defines_them():
+    # a: log end 8, the planned batch takes nothing yet (next offset 0) -> 8 behind;
+    # b: caught up -> 0 behind (Spark: latest available offset - consumed offset, min/max/avg).
+    states = {A: state([0, 1, 2], [10, 20, 30], end_offset=8), B: state([], [], start=5, end_offset=5)}
+    report = live_report(plan_batch(states, now_ms=1_000, max_task_idle_ms=500, idle_since={}),
+                         states, group_commit_failures=0)
+    assert (report["minOffsetsBehindLatest"], report["maxOffsetsBehindLatest"],
+            report["avgOffsetsBehindLatest"]) == (0, 8, 4.0)
+    assert offsets_behind_latest([-1, None]) == {
+        "minOffsetsBehindLatest": -1, "maxOffsetsBehindLatest": -1, "avgOffsetsBehindLatest": -1}
+
+
 def progress(batch_id, start, end, latest, *, sources_before=()):
     source = {"description": "kafkasync", "startOffset": json.dumps(start),
               "endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}
@@ -75,6 +87,7 @@ def test_metrics_from_progress_computes_deltas_and_ignores_other_sources():
     assert metrics.stream_time == BASE_TS
     assert metrics.given_up == (B,)
     assert metrics.partitions[B].state == "idle" and metrics.partitions[A].lag == 0
+    assert metrics.offsets_behind_latest == (0, 0, 0.0)
 
 
 def test_listener_warns_once_per_enforced_update_and_calls_back(caplog):
