@@ -59,6 +59,8 @@ _FORBIDDEN_CLIENT_SETTINGS = {
     "key.deserializer": "records are always returned as binary key/value columns",
     "value.deserializer": "records are always returned as binary key/value columns",
     "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
+    "interceptor.classes": "Java consumer interceptors do not run in librdkafka (format(\"kafka\") "
+                           "refuses them too)",
 }
 
 _SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")

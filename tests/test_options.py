@@ -105,7 +105,7 @@ def test_ending_offsets_are_for_batch_reads_only():
 
 
 @pytest.mark.parametrize("name", ["auto.offset.reset", "enable.auto.commit",
-                                  "enable.partition.eof"])
+                                  "enable.partition.eof", "interceptor.classes"])
 def test_client_settings_kafkasync_owns_are_refused(name):
     with pytest.raises(KafkaSyncOptionError, match=f"'kafka.{name}' is not supported"):
         parse(**{f"kafka.{name}": "x"})
