@@ -17,7 +17,15 @@ from typing import Any, Iterable, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.options import EARLIEST, LATEST, OffsetSpec, Subscription, scrub
+from kafkasync_source.options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    SourceOptions,
+    Subscription,
+    TimestampSpec,
+    scrub,
+)
 from kafkasync_source.planner import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -257,10 +265,103 @@ class OffsetReader:
                 resolved[tp] = offset
         return resolved
 
+    def starting_offsets(self, options: SourceOptions, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where a query starts: a timestamp option if set (it takes precedence), else
+        startingOffsets."""
+        spec = options.timestamps.starting
+        if spec is None:
+            return self.resolve(options.starting_offsets, partitions, option="startingOffsets")
+        return self.resolve_timestamps(
+            spec, partitions, is_start=True, strategy=options.timestamps.strategy,
+            option="startingTimestamp" if isinstance(spec, int) else "startingOffsetsByTimestamp",
+        )
+
+    def ending_offsets(self, options: SourceOptions, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where a batch read ends: a timestamp option if set, else endingOffsets."""
+        spec = options.timestamps.ending
+        if spec is None:
+            return self.resolve(options.ending_offsets, partitions, option="endingOffsets",
+                                missing=LATEST)
+        return self.resolve_timestamps(
+            spec, partitions, is_start=False, strategy=options.timestamps.strategy,
+            option="endingTimestamp" if isinstance(spec, int) else "endingOffsetsByTimestamp",
+        )
+
+    def resolve_timestamps(
+        self, spec: TimestampSpec, partitions: list[TopicPartition], *, option: str,
+        is_start: bool, strategy: str,
+    ) -> dict[TopicPartition, int]:
+        """Offsets for a timestamp option, through the brokers' ListOffsets-by-time
+        (``offsets_for_times``: the earliest offset whose record timestamp is >= the time)."""
+        timestamps = timestamps_per_partition(spec, partitions, option=option)
+
+        def look_up() -> dict[TopicPartition, int]:
+            answers = self._consumer.offsets_for_times(
+                [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()],
+                timeout=_METADATA_TIMEOUT_S,
+            )
+            return {TopicPartition(a.topic, a.partition): a.offset for a in answers}
+
+        found = self._retrying(f"the offsets at the times of option '{option}'", look_up)
+        no_match = [tp for tp in partitions if found.get(tp, -1) < 0]
+        latest = {tp: high for tp, (_, high) in self.watermarks(no_match).items()} if no_match else {}
+        return offsets_at_times(timestamps, found, latest, option=option, is_start=is_start,
+                                strategy=strategy)
+
     @staticmethod
     def _describe_cluster(metadata: object) -> str:
         brokers = getattr(metadata, "brokers", {}) or {}
         return f"cluster {getattr(metadata, 'cluster_id', '?')} ({len(brokers)} broker(s))"
+
+
+def timestamps_per_partition(
+    spec: TimestampSpec, partitions: list[TopicPartition], *, option: str
+) -> dict[TopicPartition, int]:
+    """The time to look up per partition. A per-partition JSON must name exactly the
+    subscribed partitions, as Spark asserts ("If starting/endingOffsetsByTimestamp contains
+    specific offsets, you must specify all topics", ``KafkaOffsetReaderConsumer``)."""
+    if isinstance(spec, int):
+        return {tp: spec for tp in partitions}
+    named = {TopicPartition(t, p): ts for t, ps in spec.items() for p, ts in ps.items()}
+    if set(named) != set(partitions):
+        missing = sorted(set(partitions) - set(named))
+        unknown = sorted(set(named) - set(partitions))
+        raise KafkaSyncTopicError(
+            f"Option '{option}' must name every subscribed partition, as format(\"kafka\") "
+            "requires"
+            + (f"; missing: {', '.join(f'{t}-{p}' for t, p in missing)}" if missing else "")
+            + (f"; not subscribed or not existing: {', '.join(f'{t}-{p}' for t, p in unknown)}"
+               if unknown else "")
+            + "."
+        )
+    return {tp: named[tp] for tp in partitions}
+
+
+def offsets_at_times(
+    timestamps: Mapping[TopicPartition, int],
+    found: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    *, option: str, is_start: bool, strategy: str,
+) -> dict[TopicPartition, int]:
+    """Offsets from a ListOffsets-by-time answer (``found``; -1 where no record has a timestamp
+    at or after the time), as Spark's ``readTimestampOffsets`` decides: for a start, no match
+    is an error (``startingOffsetsByTimestampStrategy=error``) or the latest offset
+    (``latest``); for an end it is always the latest offset. Pure: the look-up is the caller's."""
+    offsets = {}
+    for tp, timestamp in timestamps.items():
+        offset = found.get(tp, -1)
+        if offset >= 0:
+            offsets[tp] = offset
+        elif is_start and strategy == "error":
+            raise KafkaSyncTopicError(
+                f"Option '{option}': no record of {tp.topic}-{tp.partition} has a timestamp at "
+                f"or after {timestamp} (the broker answered no offset). Set "
+                "startingOffsetsByTimestampStrategy=latest to start such partitions at their "
+                "latest offset."
+            )
+        else:
+            offsets[tp] = latest[tp]
+    return offsets
 
 
 def partitions_gone(consumer: Consumer, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:

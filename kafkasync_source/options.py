@@ -41,6 +41,11 @@ _KNOWN_OPTIONS = {
     "maxeventtimepertrigger",
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
     "maxrecordsperpartition",
     "minpartitions",
     "kafkaconsumer.polltimeoutms",
@@ -138,6 +143,7 @@ class SourceOptions:
     buffered_records_per_partition: Optional[int] = None
     """Optional further bound per partition (default: the budget split evenly)."""
     rate_limits: "RateLimitOptions" = field(default_factory=lambda: RateLimitOptions())
+    timestamps: "TimestampOptions" = field(default_factory=lambda: TimestampOptions())
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     min_partitions: Optional[int] = None
     """About how many Spark tasks a batch gets (default: the driver's cores, input_partitions.py)."""
@@ -168,6 +174,24 @@ class SourceOptions:
         if self.buffered_records_per_partition is not None:
             capacity = min(capacity, self.buffered_records_per_partition)
         return max(1, capacity)
+
+
+TimestampSpec = Union[int, dict[str, dict[int, int]]]
+"""One timestamp (ms) for every partition, or ``{topic: {partition: timestamp}}``."""
+
+
+@dataclass(frozen=True)
+class TimestampOptions:
+    """format("kafka")'s timestamp options: start (and, for batch reads, end) at the first
+    offset whose record timestamp is >= a time. The global timestamp takes precedence over
+    the per-partition JSON, which takes precedence over startingOffsets/endingOffsets
+    (Spark's ``KafkaSourceProvider.getKafkaOffsetRangeLimit``)."""
+
+    starting: Optional[TimestampSpec] = None
+    ending: Optional[TimestampSpec] = None
+    strategy: str = "error"
+    """``startingOffsetsByTimestampStrategy``: no record at or after the time -> ``error`` or
+    ``latest``. An end with no such record is the latest offset, as in Spark."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +267,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             (1, _DRIVER_BUFFER_BYTES_RANGE[1] // BYTES_PER_BUFFERED_RECORD),
         ),
         rate_limits=_rate_limits(lowered, streaming, max_task_idle_ms),
+        timestamps=_timestamp_options(lowered, streaming),
         max_records_per_partition=_positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
@@ -500,6 +525,70 @@ def _positive_int(
     number = _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
     assert number is not None
     return number
+
+
+def _timestamp_options(lowered: Mapping[str, str], streaming: Optional[bool]) -> TimestampOptions:
+    ending_given = [name for key, name in (("endingtimestamp", "endingTimestamp"),
+                                           ("endingoffsetsbytimestamp", "endingOffsetsByTimestamp"))
+                    if key in lowered]
+    if streaming is True and ending_given:
+        # As format("kafka"): "ending offset/timestamp not valid in streaming queries".
+        raise KafkaSyncOptionError(
+            f"Option '{ending_given[0]}' is for batch reads (spark.read) only; a streaming query "
+            "stops at the end of the log with trigger(availableNow=True)."
+        )
+    strategy = lowered.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaSyncOptionError(
+            "Option 'startingOffsetsByTimestampStrategy' must be 'error' (fail when no record "
+            "has a timestamp at or after the time) or 'latest' (start at the latest offset); "
+            f"got {lowered['startingoffsetsbytimestampstrategy']!r}."
+        )
+    return TimestampOptions(
+        starting=_timestamp_spec(lowered, "startingTimestamp", "startingOffsetsByTimestamp"),
+        ending=_timestamp_spec(lowered, "endingTimestamp", "endingOffsetsByTimestamp"),
+        strategy=strategy,
+    )
+
+
+def _timestamp_spec(lowered: Mapping[str, str], single: str, by_partition: str) -> Optional[TimestampSpec]:
+    """The global timestamp if given (it takes precedence, as in Spark), else the JSON."""
+    if single.lower() in lowered:
+        value = lowered[single.lower()].strip()
+        if not value.isdigit():
+            raise KafkaSyncOptionError(
+                f"Option '{single}' must be a timestamp in epoch milliseconds (an integer >= 0); "
+                f"got {value!r}."
+            )
+        return int(value)
+    if by_partition.lower() not in lowered:
+        return None
+    value = lowered[by_partition.lower()]
+    try:
+        parsed = json.loads(value)
+        spec = {
+            str(topic): {_json_int(p, allow_str=True): _json_int(t) for p, t in partitions.items()}
+            for topic, partitions in parsed.items()
+        }
+        if any(t < 0 for partitions in spec.values() for t in partitions.values()):
+            raise ValueError("negative timestamp")
+    except (ValueError, TypeError, AttributeError):
+        raise KafkaSyncOptionError(
+            f"Option '{by_partition}' must be JSON like {{\"topicA\":{{\"0\":1700000000000}}}} "
+            f"(epoch milliseconds >= 0 for every partition); got {value!r}."
+        ) from None
+    return spec
+
+
+def _json_int(value: object, *, allow_str: bool = False) -> int:
+    """A JSON integer (or, for partition keys, its string form); bools and floats rejected."""
+    if isinstance(value, bool):
+        raise ValueError("boolean")
+    if isinstance(value, int):
+        return value
+    if allow_str and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"not an integer: {value!r}")
 
 
 _RATE_LIMIT_OPTIONS = {

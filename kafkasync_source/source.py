@@ -9,7 +9,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.options import LATEST, SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
+from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
 from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
@@ -138,10 +138,8 @@ class KafkaSyncBatchReader(DataSourceReader):
         options = self._options
         with OffsetReader(options.client_config, **options.offset_reader_settings()) as offsets:
             partitions = offsets.partitions(options.subscription, must_exist=True)
-            starts = offsets.resolve(options.starting_offsets, partitions, option="startingOffsets")
-            ends = offsets.resolve(
-                options.ending_offsets, partitions, option="endingOffsets", missing=LATEST
-            )
+            starts = offsets.starting_offsets(options, partitions)
+            ends = offsets.ending_offsets(options, partitions)
         for tp in partitions:
             if ends[tp] < starts[tp]:
                 raise ValueError(

@@ -116,9 +116,7 @@ class SyncDriver:
 
     def initial_offset(self) -> SyncOffset:
         partitions = self._offset_reader.partitions(self._options.subscription, must_exist=True)
-        starts = self._offset_reader.resolve(
-            self._options.starting_offsets, partitions, option="startingOffsets"
-        )
+        starts = self._offset_reader.starting_offsets(self._options, partitions)
         return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()})
 
     def prepare_available_now(self) -> None:
