@@ -279,9 +279,11 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     per_trigger_512 = max(results["driver_latest_offset_full_ms"][512],
                           results["driver_latest_offset_ms"][512])
     rss = {int(n): mb for n, mb in results["driver_peak_rss_mb_by_backlog"].items()}
-    # Flat: once the backlog exceeds twice what the driver may buffer, more backlog adds no memory.
-    full = [mb for n, mb in rss.items() if n >= 2 * MEMORY_BUFFER_BYTES // 16]
-    spread = max(full) - min(full)
+    # Flat: once the backlog exceeds twice what the driver may buffer, more backlog adds no
+    # memory: the largest backlog's peak RSS is at most 10% above the smallest such backlog's
+    # (run-to-run noise of a Python worker's RSS is about that; a drop is not growth).
+    full = [mb for n, mb in sorted(rss.items()) if n >= 2 * MEMORY_BUFFER_BYTES // 16]
+    growth = full[-1] - full[0]
     default_batches = max(r["data_batches"] for r in results["throughput_runs"]
                           if r["max_task_idle_ms"] == 0)
     format_kafka = results.get("format_kafka", {})
@@ -303,8 +305,8 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "value": round(sync_vs_unsync, 3), "met": sync_vs_unsync >= TARGETS["sync_vs_unsync"]},
         "planner <= 50 ms per trigger at 512 partitions": {
             "value": round(per_trigger_512, 1), "met": per_trigger_512 <= TARGETS["planner_ms_at_512"]},
-        "driver memory flat in backlog size (spread <= 10% above 2x the buffers)": {
-            "value": round(spread, 1), "met": spread <= 0.1 * min(full)},
+        "driver memory flat in backlog size (growth <= 10% above 2x the buffers)": {
+            "value": round(growth, 1), "met": growth <= 0.1 * full[0]},
         "late_dropped_sync = 0 and late_dropped_unsync > 0": {
             "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
             "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
@@ -386,7 +388,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{ms(results['driver_latest_offset_ms'])} | ≤ 50 at 512 | "
         f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
         f"| stream reader worker peak RSS (MiB) by backlog (records), `driver.buffer.bytes` 1 MiB | {rss_text} | flat | "
-        f"{yes('driver memory flat in backlog size (spread <= 10% above 2x the buffers)')} |",
+        f"{yes('driver memory flat in backlog size (growth <= 10% above 2x the buffers)')} |",
         f"| rate-limited backfill (the demo's spans x 20, maxOffsetsPerTrigger=4,000): records dropped "
         f"behind the watermark, synchronized / -1 (= format(\"kafka\")'s split) | "
         f"{results['late_dropped_sync']:,} / {results['late_dropped_unsync']:,} "
