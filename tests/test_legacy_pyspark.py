@@ -38,7 +38,8 @@ def test_fresh_query_without_start_begins_at_starting_offsets(kafka_cluster, top
     try:
         end = latest_with_data(reader)
         initial = reader.initialOffset()  # what Spark 4.0/4.1 asks only now
-        [kafka_range] = reader.partitions(initial, end)
+        [task] = reader.partitions(initial, end)
+        [kafka_range] = task.ranges
         assert (kafka_range.start, kafka_range.end) == (0, 5)
         assert reader.latestOffset() == end  # nothing new: the same offset back
     finally:
