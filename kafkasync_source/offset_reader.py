@@ -273,18 +273,19 @@ class OffsetReader:
             return self.resolve(options.starting_offsets, partitions, option="startingOffsets")
         return self.resolve_timestamps(
             spec, partitions, is_start=True, strategy=options.timestamps.strategy,
-            option="startingTimestamp" if isinstance(spec, int) else "startingOffsetsByTimestamp",
+            option=options.timestamps.starting_option,
         )
 
     def ending_offsets(self, options: SourceOptions, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Where a batch read ends: a timestamp option if set, else endingOffsets."""
+        """Where a batch read or a trigger(availableNow=True) run ends: a timestamp option if
+        set, else endingOffsets (always ``latest`` in a streaming query)."""
         spec = options.timestamps.ending
         if spec is None:
             return self.resolve(options.ending_offsets, partitions, option="endingOffsets",
                                 missing=LATEST)
         return self.resolve_timestamps(
             spec, partitions, is_start=False, strategy=options.timestamps.strategy,
-            option="endingTimestamp" if isinstance(spec, int) else "endingOffsetsByTimestamp",
+            option=options.timestamps.ending_option,
         )
 
     def resolve_timestamps(
@@ -294,19 +295,23 @@ class OffsetReader:
         """Offsets for a timestamp option, through the brokers' ListOffsets-by-time
         (``offsets_for_times``: the earliest offset whose record timestamp is >= the time)."""
         timestamps = timestamps_per_partition(spec, partitions, option=option)
-
-        def look_up() -> dict[TopicPartition, int]:
-            answers = self._consumer.offsets_for_times(
-                [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()],
-                timeout=_METADATA_TIMEOUT_S,
-            )
-            return {TopicPartition(a.topic, a.partition): a.offset for a in answers}
-
-        found = self._retrying(f"the offsets at the times of option '{option}'", look_up)
+        found = self._retrying(f"the offsets at the times of option '{option}'",
+                               lambda: self.offsets_for_times(timestamps))
         no_match = [tp for tp in partitions if found.get(tp, -1) < 0]
         latest = {tp: high for tp, (_, high) in self.watermarks(no_match).items()} if no_match else {}
         return offsets_at_times(timestamps, found, latest, option=option, is_start=is_start,
                                 strategy=strategy)
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The brokers' ListOffsets-by-time answer: per partition, the earliest offset whose
+        record timestamp is >= the time, or -1 where no record is (the embedded cluster
+        answers -1 always). The one place kafkasync asks for it, so tests of what is built on
+        it can stand in a broker's answer."""
+        answers = self._consumer.offsets_for_times(
+            [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()],
+            timeout=_METADATA_TIMEOUT_S,
+        )
+        return {TopicPartition(a.topic, a.partition): a.offset for a in answers}
 
     @staticmethod
     def _describe_cluster(metadata: object) -> str:

@@ -182,16 +182,27 @@ TimestampSpec = Union[int, dict[str, dict[int, int]]]
 
 @dataclass(frozen=True)
 class TimestampOptions:
-    """format("kafka")'s timestamp options: start (and, for batch reads, end) at the first
-    offset whose record timestamp is >= a time. The global timestamp takes precedence over
-    the per-partition JSON, which takes precedence over startingOffsets/endingOffsets
-    (Spark's ``KafkaSourceProvider.getKafkaOffsetRangeLimit``)."""
+    """format("kafka")'s timestamp options: start (and end) at the first offset whose record
+    timestamp is >= a time. The global timestamp takes precedence over the per-partition
+    JSON, which takes precedence over startingOffsets/endingOffsets (Spark's
+    ``KafkaSourceProvider.getKafkaOffsetRangeLimit``). An end bounds a batch read, as in
+    format("kafka"), and — beyond it — a trigger(availableNow=True) run."""
 
     starting: Optional[TimestampSpec] = None
     ending: Optional[TimestampSpec] = None
     strategy: str = "error"
     """``startingOffsetsByTimestampStrategy``: no record at or after the time -> ``error`` or
     ``latest``. An end with no such record is the latest offset, as in Spark."""
+
+    @property
+    def starting_option(self) -> str:
+        """The name of the option ``starting`` came from, for messages."""
+        return "startingTimestamp" if isinstance(self.starting, int) else "startingOffsetsByTimestamp"
+
+    @property
+    def ending_option(self) -> str:
+        """The name of the option ``ending`` came from, for messages."""
+        return "endingTimestamp" if isinstance(self.ending, int) else "endingOffsetsByTimestamp"
 
 
 @dataclass(frozen=True)
@@ -267,7 +278,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             (1, _DRIVER_BUFFER_BYTES_RANGE[1] // BYTES_PER_BUFFERED_RECORD),
         ),
         rate_limits=_rate_limits(lowered, streaming, max_task_idle_ms),
-        timestamps=_timestamp_options(lowered, streaming),
+        timestamps=_timestamp_options(lowered),
         max_records_per_partition=_positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
@@ -527,16 +538,11 @@ def _positive_int(
     return number
 
 
-def _timestamp_options(lowered: Mapping[str, str], streaming: Optional[bool]) -> TimestampOptions:
-    ending_given = [name for key, name in (("endingtimestamp", "endingTimestamp"),
-                                           ("endingoffsetsbytimestamp", "endingOffsetsByTimestamp"))
-                    if key in lowered]
-    if streaming is True and ending_given:
-        # As format("kafka"): "ending offset/timestamp not valid in streaming queries".
-        raise KafkaSyncOptionError(
-            f"Option '{ending_given[0]}' is for batch reads (spark.read) only; a streaming query "
-            "stops at the end of the log with trigger(availableNow=True)."
-        )
+def _timestamp_options(lowered: Mapping[str, str]) -> TimestampOptions:
+    # In a streaming query the ending timestamps bound trigger(availableNow=True) runs
+    # (bounded_run.py); format("kafka") rejects them there ("ending offset/timestamp not valid
+    # in streaming queries"). Any other trigger is refused at the first latestOffset, the
+    # first moment the source knows the trigger (KafkaSyncStreamReader.latestOffset).
     strategy = lowered.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise KafkaSyncOptionError(
