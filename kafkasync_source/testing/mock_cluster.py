@@ -446,6 +446,41 @@ class MockKafkaCluster:
 
     watermarks = end_offsets
 
+    def offsets_for_times(
+        self, times: Mapping[Tuple[str, int], int], timeout: float = 10.0
+    ) -> Dict[Tuple[str, int], int]:
+        """What a real broker answers to ListOffsets by time — per ``(topic, partition)`` the
+        earliest offset whose record timestamp is >= the time, -1 where none is — computed by
+        reading the log, because the mock cluster itself answers -1 to every such request.
+        Tests substitute it for ``OffsetReader.offsets_for_times``."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        answers = {}
+        consumer = self.consumer({"enable.partition.eof": True})
+        try:
+            for (topic, partition), time_ms in times.items():
+                low, _ = self.end_offsets(topic, timeout)[partition]
+                answers[(topic, partition)] = -1
+                consumer.assign([TopicPartition(topic, partition, low)])
+                deadline = time.monotonic() + timeout
+                while True:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"reading {topic}-{partition} took over {timeout} s")
+                    message = consumer.poll(0.2)
+                    if message is None:
+                        continue
+                    error = message.error()
+                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                        break
+                    if error is not None:
+                        raise RuntimeError(f"reading {topic}-{partition}: {error}")
+                    if message.timestamp()[1] >= time_ms:
+                        answers[(topic, partition)] = message.offset()
+                        break
+        finally:
+            consumer.close()
+        return answers
+
     def produce_transaction(self, topic: str, records: Iterable[Record], timeout: float = 10.0) -> None:
         """Produce ``records`` in one committed transaction: the commit marker it leaves takes
         an offset, the offset gap that readers must cross without waiting. Each call uses a
