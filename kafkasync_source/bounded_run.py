@@ -28,8 +28,23 @@ them from their beginning. A partition whose topic is deleted during the run fai
 an error naming it (its remaining records are gone); a restarted run leaves out partitions
 that no longer exist, so it finishes.
 
+Stopping at a time
+------------------
+With ``endingTimestamp`` / ``endingOffsetsByTimestamp`` — format("kafka")'s batch-read options,
+which format("kafka") rejects in streaming queries — a run stops every partition at its first
+offset whose record timestamp is >= the time (the brokers' ListOffsets-by-time answer, as for a
+batch read's end), or at the captured end where no record is that late. "Backfill up to
+midnight": since the synchronized cut applies inside the run, its batches advance every
+partition's event time together, and the run ends with every partition at its first record
+at or after the time. Flink
+offers the stop without the synchronization: ``KafkaSource.setBounded(OffsetsInitializer
+.timestamp(t))``, and in SQL ``scan.bounded.mode=timestamp`` with
+``scan.bounded.timestamp-millis`` (Flink Kafka connector docs, "Bounded Ending Position").
+The option applies to trigger(availableNow=True) only; any other trigger fails at start.
+
 The durable variant (``autostop.offsets=durable``) keeps the stop offsets in
-:mod:`kafkasync_source.stop_offset_store`.
+:mod:`kafkasync_source.stop_offset_store`, with the time they were resolved for: a restart
+with another ending time is a new run, not a restart of the unfinished one.
 """
 
 from __future__ import annotations
@@ -48,9 +63,11 @@ from kafkasync_source.planner import Cut, PartitionState, TopicPartition
 from kafkasync_source.stop_offset_store import (
     DONE,
     RUNNING,
+    EndingTime,
     KafkaSyncAutostopError,
     StopOffsetStore,
     StopTarget,
+    ending_time,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -182,6 +199,16 @@ def bounded_states(
     return states
 
 
+def _describe_ending(ending: EndingTime) -> str:
+    if ending is None:
+        return "the end of the log"
+    if isinstance(ending, int):
+        return f"endingTimestamp={ending}"
+    return "endingOffsetsByTimestamp " + ", ".join(
+        f"{_describe(tp)}@{time}" for tp, time in sorted(ending.items())
+    )
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -218,6 +245,12 @@ class AvailableNowRun:
         self.captured: dict[TopicPartition, int] = {
             tp: high for tp, (_, high) in offset_reader.watermarks(partitions).items()
         }
+        self.ending_time = ending_time(options.timestamps.ending)
+        if self.ending_time is not None:
+            # At the first offset whose timestamp is >= the time, or the log end where none is;
+            # never past the end just captured.
+            at_time = offset_reader.ending_offsets(options, partitions)
+            self.captured = {tp: min(end, at_time[tp]) for tp, end in self.captured.items()}
         self.captured_at_ms = _wall_ms()
         self.target: Optional[StopTarget] = None
         """The durable target this run stops at (durable mode, after the first call)."""
@@ -237,7 +270,15 @@ class AvailableNowRun:
         if stored is not None and stored.state == RUNNING:
             kept = {tp: o for tp, o in stored.stop_offsets.items() if tp in self.captured}
             below = _below(start, stored.started_from)
-            if below:
+            if stored.ending_time != self.ending_time:
+                logger.warning(
+                    "kafkasync: ignoring the unfinished AvailableNow target of autostop.key=%r "
+                    "(run %s): it was captured for %s, this start asks for %s. Capturing new "
+                    "stop offsets.",
+                    self._key, stored.run_id, _describe_ending(stored.ending_time),
+                    _describe_ending(self.ending_time),
+                )
+            elif below:
                 logger.warning(
                     "kafkasync: ignoring the unfinished AvailableNow target of autostop.key=%r "
                     "(run %s): this checkpoint starts before that run did (%s), so it is not "
@@ -269,12 +310,14 @@ class AvailableNowRun:
                 stop_offsets=self.stop_offsets,
                 started_from=start.next_offsets(),
                 captured_at_ms=self.captured_at_ms,
+                ending_time=self.ending_time,
             )
             self._store.save(target)  # before any batch of this run is planned
             self.target = target
         logger.info(
-            "kafkasync: AvailableNow run stops at %s",
+            "kafkasync: AvailableNow run stops at %s (%s)",
             ", ".join(f"{_describe(tp)}@{o}" for tp, o in sorted(self.stop_offsets.items())) or "nothing",
+            _describe_ending(self.ending_time),
         )
         return self.stop_offsets
 

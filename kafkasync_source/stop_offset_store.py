@@ -42,12 +42,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.options import AUTOSTOP_DURABLE, parse_options
+from kafkasync_source.options import AUTOSTOP_DURABLE, TimestampSpec, parse_options
 from kafkasync_source.planner import TopicPartition
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "KafkaSyncAutostopError",
     "StopOffsetStore",
     "StopTarget",
+    "ending_time",
     "read_stop_offsets",
     "reset_stop_offsets",
 ]
@@ -91,6 +92,26 @@ def _offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicParti
     }
 
 
+EndingTime = Union[None, int, Mapping[TopicPartition, int]]
+"""``endingTimestamp`` (one time), ``endingOffsetsByTimestamp`` (a time per partition) or None."""
+
+
+def ending_time(spec: Optional[TimestampSpec]) -> EndingTime:
+    """An ending timestamp option in the form a target stores and compares."""
+    if spec is None or isinstance(spec, int):
+        return spec
+    return {TopicPartition(topic, partition): time for topic, times in spec.items()
+            for partition, time in times.items()}
+
+
+def _ending_time_from_json(value: object) -> EndingTime:
+    if value is None or isinstance(value, int):  # records written before endingTime existed: None
+        return value
+    if isinstance(value, dict):
+        return _offsets_from_json(value)
+    raise ValueError(f"endingTime {value!r}")
+
+
 @dataclass(frozen=True)
 class StopTarget:
     """One bounded run's target, as stored under its key."""
@@ -103,6 +124,9 @@ class StopTarget:
     """Where the run's first batch started: a checkpoint below it is not this run's."""
     captured_at_ms: int = 0
     finished_at_ms: Optional[int] = None
+    ending_time: EndingTime = None
+    """The ending timestamp option the stop offsets were resolved from (None: end of log). A
+    restart with another one is a new run, not a restart of this one."""
 
     def to_bytes(self) -> bytes:
         return json.dumps(
@@ -116,6 +140,10 @@ class StopTarget:
                 "finishedAt": self.finished_at_ms,
                 "stopOffsets": _offsets_to_json(self.stop_offsets),
                 "startedFrom": _offsets_to_json(self.started_from),
+                "endingTime": (
+                    self.ending_time if self.ending_time is None or isinstance(self.ending_time, int)
+                    else _offsets_to_json(self.ending_time)
+                ),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -144,6 +172,7 @@ class StopTarget:
                     started_from=_offsets_from_json(value.get("startedFrom") or {}),
                     captured_at_ms=int(value.get("capturedAt") or 0),
                     finished_at_ms=None if value.get("finishedAt") is None else int(value["finishedAt"]),
+                    ending_time=_ending_time_from_json(value.get("endingTime")),
                 )
         except (ValueError, TypeError, KeyError, AttributeError) as err:
             problem = f"it cannot be parsed ({err!r})"

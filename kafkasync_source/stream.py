@@ -38,7 +38,7 @@ from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.metrics import live_report
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.options import SourceOptions
+from kafkasync_source.options import KafkaSyncOptionError, SourceOptions
 from kafkasync_source.planner import (
     NO_TIMESTAMP,
     WAIT_FOREVER,
@@ -398,6 +398,13 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             start = self._last_end if self._last_end is not None else self.initialOffset()
         start_offset = SyncOffset.from_json(start)
         driver = self._sync_driver()
+        if driver.available_now is None and self._options.timestamps.ending is not None:
+            # Only now does the source know the trigger: AvailableNow prepares a run first.
+            raise KafkaSyncOptionError(
+                f"Option '{self._options.timestamps.ending_option}' bounds a streaming query "
+                "run with trigger(availableNow=True) (PySpark >= 4.2) only: that run stops at "
+                "the time. Other triggers never stop; remove the option, or use a batch read."
+            )
         read_all = ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable)
         end_offset = (
             driver.next_offset(start_offset, read_all=read_all) if driver.available_now is None

@@ -26,6 +26,7 @@ from kafkasync_source.stop_offset_store import (
     read_stop_offsets,
     reset_stop_offsets,
 )
+from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.planner import WAIT_FOREVER, PartitionState, PartitionStatus, TopicPartition, plan_batch
@@ -420,6 +421,109 @@ def test_autostop_options_are_validated():
             parse_options({**base, **bad}, streaming=True)
     with pytest.raises(KafkaSyncOptionError, match=r"'autostop.offsets' applies to streaming"):
         parse_options({**base, "autostop.offsets": "transient"}, streaming=False)
+
+
+# ------------------------------------------------------- stopping at a time (driver)
+
+
+@pytest.fixture
+def broker_time_lookup(monkeypatch, kafka_cluster):
+    """ListOffsets by time answered as a real broker answers it (computed from the log): the
+    embedded cluster answers -1 to every such request. Everything else still talks Kafka."""
+
+    def answer(_reader, timestamps):
+        found = kafka_cluster.offsets_for_times({(tp.topic, tp.partition): t for tp, t in timestamps.items()})
+        return {TopicPartition(topic, partition): offset for (topic, partition), offset in found.items()}
+
+    monkeypatch.setattr(OffsetReader, "offsets_for_times", answer)
+
+
+def produce_at_rates(cluster, topic, steps_ms, span_ms, start_ts=BASE_TS):
+    """Partition p gets one record every steps_ms[p] over span_ms: different rates, same time span."""
+    cluster.produce(topic, [Record(p, start_ts + i * step, None, b"v")
+                            for p, step in enumerate(steps_ms) for i in range(span_ms // step)])
+
+
+def test_a_run_with_an_ending_timestamp_stops_every_partition_at_its_first_record_at_that_time(
+    kafka_cluster, topic_factory, broker_time_lookup
+):
+    topic = topic_factory(3)
+    produce_at_rates(kafka_cluster, topic, (10, 30, 100), 3_000)  # 300, 100 and 30 records
+    until = BASE_TS + 1_500
+    options = options_for(kafka_cluster, subscribe=topic, endingTimestamp=until, maxOffsetsPerTrigger=40)
+    with Run(options) as run:
+        run.to_end()
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    assert run.run.captured == {tps[0]: 150, tps[1]: 50, tps[2]: 15}, "1500 ms / step: the first record at the time"
+    assert run.offsets() == run.run.captured and run.run.finished
+    assert run.start.stream_time == BASE_TS + 1_490, "the newest record before the time, no later one"
+    assert len(run.batches) >= 5, "maxOffsetsPerTrigger still cuts the run into batches"
+    for _, end in run.batches[:-1]:  # synchronized inside the run: no partition runs ahead
+        times = [end.partitions[tp].partition_time for tp in tps if end.partitions[tp].next_offset < run.run.captured[tp]]
+        assert max(times) - min(times) <= 100, f"partition times {times} drift apart"
+
+
+def test_an_ending_timestamp_no_record_reaches_stops_at_the_captured_end(
+    kafka_cluster, topic_factory, broker_time_lookup
+):
+    topic = topic_factory(2)
+    produce(kafka_cluster, topic, 2, 20)
+    options = options_for(kafka_cluster, subscribe=topic, endingTimestamp=BASE_TS + 10**7)
+    with Run(options) as run:
+        produce(kafka_cluster, topic, 2, 5, start_ts=BASE_TS + 10**8)  # after the capture
+        run.to_end()
+    assert run.offsets() == {TopicPartition(topic, 0): 20, TopicPartition(topic, 1): 20}
+
+
+def test_a_durable_run_with_an_ending_timestamp_restarts_at_the_same_stops_and_a_new_time_is_a_new_run(
+    kafka_cluster, topic_factory, durable, broker_time_lookup, caplog
+):
+    topic = topic_factory(1)
+    tp = TopicPartition(topic, 0)
+    produce(kafka_cluster, topic, 1, 40)  # BASE_TS + 10 ms steps
+    late_end = BASE_TS + 10**6  # past every record: the run stops at the end captured first
+    options = options_for(kafka_cluster, subscribe=topic, endingTimestamp=late_end, **durable,
+                          **{"buffered.records.per.partition": 6})
+    with Run(options) as crashed:
+        crashed.step()
+    stored = read_stop_offsets(_raw(options, durable))
+    assert (stored.state, stored.stop_offsets, stored.ending_time) == (RUNNING, {tp: 40}, late_end)
+    # Written between the failure and the restart, before the ending time: a new look-up
+    # would now stop at 55; the restart keeps the first start's target.
+    produce(kafka_cluster, topic, 1, 15, start_ts=BASE_TS + 500)
+    with Run(options, start=crashed.start) as restart:
+        restart.to_end()
+    assert restart.offsets() == {tp: 40}
+    assert read_stop_offsets(_raw(options, durable)).state == DONE
+
+    with Run(options_for(kafka_cluster, subscribe=topic, endingTimestamp=BASE_TS + 200, **durable,
+                         **{"buffered.records.per.partition": 6})) as crashed_again:
+        crashed_again.step()
+    with caplog.at_level("WARNING"), Run(
+        options_for(kafka_cluster, subscribe=topic, endingTimestamp=BASE_TS + 300, **durable),
+        start=crashed_again.start,
+    ) as changed:
+        assert changed.run.resolve(changed.start) == {tp: 30}, "a new time: a new target"
+    assert "it was captured for endingTimestamp=%d, this start asks for endingTimestamp=%d" % (
+        BASE_TS + 200, BASE_TS + 300) in caplog.text
+
+
+def test_stored_targets_keep_their_ending_time_and_older_records_have_none():
+    tp = TopicPartition("t", 3)
+    for ending in (None, 1_700_000_000_000, {tp: 1_700_000_000_000}):
+        target = StopTarget("k", "r", RUNNING, {tp: 5}, {tp: 0}, ending_time=ending)
+        assert StopTarget.from_bytes("k", target.to_bytes(), topic="s").ending_time == ending
+    before = json.loads(StopTarget("k", "r", RUNNING, {tp: 5}).to_bytes())
+    del before["endingTime"]  # a record written before kafkasync stored the ending time
+    assert StopTarget.from_bytes("k", json.dumps(before).encode(), topic="s").ending_time is None
+
+
+def test_ending_timestamps_are_accepted_by_streaming_queries():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "a"}
+    assert parse_options({**base, "endingTimestamp": "5"}, streaming=True).timestamps.ending == 5
+    by_partition = parse_options({**base, "endingOffsetsByTimestamp": '{"a":{"0":7}}'}, streaming=True)
+    assert by_partition.timestamps.ending == {"a": {0: 7}}
+    assert by_partition.timestamps.ending_option == "endingOffsetsByTimestamp"
 
 
 # -------------------------------------------------------------------- Spark end to end

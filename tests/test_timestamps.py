@@ -66,21 +66,41 @@ def test_bad_timestamp_values_name_the_option(given, option):
         options(**given)
 
 
-def test_ending_timestamps_are_for_batch_reads_only():
-    with pytest.raises(KafkaSyncOptionError, match="'endingTimestamp' is for batch reads"):
-        parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a", "endingTimestamp": "5"},
-                      streaming=True)
-
-
-def _stream(spark, cluster, topic, tmp_path, **extra):
+def _stream(spark, cluster, topic, tmp_path, trigger=None, **extra):
     reader = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-              .option("subscribe", topic).option("startingTimestamp", "1700000000000"))
-    for key, value in extra.items():
-        reader = reader.option(key, value)
+              .option("subscribe", topic))
+    for key, value in {"startingTimestamp": "1700000000000", **extra}.items():
+        if value is not None:  # None: leave the option out
+            reader = reader.option(key, value)
     rows = []
     query = (reader.load().writeStream.foreachBatch(lambda frame, _: rows.extend(frame.collect()))
-             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(**(trigger or {"availableNow": True})).start())
     return query, rows
+
+
+def test_an_available_now_run_ending_at_a_time_no_record_reaches_reads_to_the_captured_end(
+    spark, kafka_cluster, topic_factory, tmp_path
+):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, 1_700_000_000_000 + i, None, b"v") for i in range(10)])
+    query, rows = _stream(spark, kafka_cluster, topic, tmp_path, startingOffsets="earliest",
+                          startingTimestamp=None, endingTimestamp="1800000000000")
+    query.awaitTermination(120)
+    assert query.exception() is None and len(rows) == 10
+
+
+def test_an_ending_timestamp_with_a_trigger_that_never_stops_fails_at_start_naming_it(
+    spark, kafka_cluster, topic_factory, tmp_path
+):
+    topic = topic_factory(1)
+    query, rows = _stream(spark, kafka_cluster, topic, tmp_path, trigger={"processingTime": "1 second"},
+                          startingOffsets="earliest", startingTimestamp=None,
+                          endingOffsetsByTimestamp=f'{{"{topic}":{{"0":1800000000000}}}}')
+    with pytest.raises(StreamingQueryException, match=r"Option 'endingOffsetsByTimestamp' bounds a "
+                       r"streaming query run with trigger\(availableNow=True\)"):
+        query.awaitTermination(120)
+    assert rows == []
 
 
 def test_no_record_at_the_time_fails_naming_partition_and_time_with_strategy_error(
