@@ -11,6 +11,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.source import register
+from kafkasync_source.stop_offset_store import DONE, read_stop_offsets
 from test_kafkasync_broker import produce
 
 HOUR_MS = 3_600_000
@@ -69,3 +70,52 @@ def test_a_batch_read_between_two_times_returns_exactly_that_interval(spark, boo
     expected = sorted((p, BASE_TS + i * STEP_MS[p]) for p in range(3) for i in range(600)
                       if begin <= BASE_TS + i * STEP_MS[p] < end)
     assert sorted((r.partition, r.ts) for r in rows) == expected
+
+
+def test_an_available_now_run_ending_at_a_time_stops_there_and_a_restart_stops_at_the_same_offsets(
+    spark, bootstrap_servers, topic_factory, tmp_path
+):
+    """Issue 13 item 2, durable: the first run fails after its first batch; the restart (same
+    checkpoint, same autostop.key) ends exactly at the offsets the broker gave for the time,
+    every record below them read once, even though records were written in between."""
+    register(spark)
+    topic, store = topic_factory(3), topic_factory(1)
+    produce_three_rates(bootstrap_servers, topic)
+    until = BASE_TS + 5 * 60_000
+    stops = broker_offsets_at(bootstrap_servers, topic, until)
+    assert stops == {0: 300, 1: 100, 2: 43}, "the broker's ListOffsets by time"
+    batches: dict[int, list[tuple[int, int]]] = {}
+    fail_batch = {"id": 1}
+
+    def sink(frame, batch_id):
+        rows = [(r.partition, r.offset) for r in frame.select("partition", "offset").collect()]
+        if batch_id == fail_batch["id"]:
+            raise RuntimeError("deliberate failure after the first batch")
+        batches[batch_id] = rows  # a replayed batch overwrites: an idempotent sink
+
+    def run():
+        return (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap_servers)
+                .option("subscribe", topic).option("startingOffsets", "earliest")
+                .option("endingTimestamp", str(until)).option("maxOffsetsPerTrigger", "150")
+                .option("autostop.offsets", "durable").option("autostop.key", f"it-{topic}")
+                .option("autostop.topic", store).load()
+                .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp"))
+                .trigger(availableNow=True).start())
+
+    failed = run()
+    failed.awaitTermination(180)
+    assert failed.exception() is not None and "deliberate failure" in str(failed.exception())
+    # Written between the failure and the restart, stamped before the time: they lie past the
+    # stop offsets, so the restarted run must not read them.
+    produce(bootstrap_servers, topic, [(p, BASE_TS + 1_000, b"late") for p in range(3)])
+    fail_batch["id"] = -1
+    restarted = run()
+    restarted.awaitTermination(180)
+    assert restarted.exception() is None
+    read = sorted(pair for rows in batches.values() for pair in rows)
+    assert read == sorted((p, o) for p, stop in stops.items() for o in range(stop)), \
+        "every record before the time once, none at or after it, none written after the start"
+    stored = read_stop_offsets({"kafka.bootstrap.servers": bootstrap_servers, "subscribe": topic,
+                                "autostop.key": f"it-{topic}", "autostop.topic": store})
+    assert stored.state == DONE and stored.ending_time == until
+    assert {tp.partition: offset for tp, offset in stored.stop_offsets.items()} == stops
