@@ -11,7 +11,10 @@ already has, so nothing extra needs to run:
   built by :func:`live_report` and returned from ``reportLatestOffset()`` (PySpark >= 4.2;
   older versions show ``null`` there and only the durable counters are available): per
   partition next offset, log end offset, lag, partition time, buffered records and state,
-  plus which partitions hold a batch back and until when.
+  plus which partitions hold a batch back and until when, format("kafka")'s
+  ``*OffsetsBehindLatest`` and Flink's ``pendingRecords`` and ``currentEmitEventTimeLag``.
+  (Flink's ``watermarkLag`` needs Spark's watermark, which only the progress event has: the
+  listener computes it.)
 
 :class:`KafkaSyncListener` turns both into :class:`SyncMetrics` objects per query.
 
@@ -49,10 +52,12 @@ def live_report(
     states: Mapping[TopicPartition, PartitionState],
     *,
     group_commit_failures: int,
+    emit_event_time_lag_ms: Optional[int] = None,
 ) -> dict[str, Any]:
     """The ``reportLatestOffset()`` payload for the latest planning decision.
 
     JSON primitives only (Spark's requirement); unknown numbers are -1.
+    ``emit_event_time_lag_ms``: see :func:`emit_event_time_lag_ms`.
     """
     report: dict[str, Any] = {
         REPORT_MARKER: 1,
@@ -61,6 +66,7 @@ def live_report(
         "givenUp": [_name(tp) for tp in (cut.given_up if cut else ())],
         "waitingOn": [],
         "groupCommitFailuresTotal": group_commit_failures,
+        "emitEventTimeLagMs": _UNKNOWN if emit_event_time_lag_ms is None else emit_event_time_lag_ms,
         "partitions": {},
     }
     if cut is None:
@@ -78,9 +84,9 @@ def live_report(
             "idleDeadline": _UNKNOWN if decision.idle_deadline is None else decision.idle_deadline,
         }
         report["partitions"].setdefault(tp.topic, {})[str(tp.partition)] = entry
-    report.update(offsets_behind_latest(
-        entry["lag"] for entries in report["partitions"].values() for entry in entries.values()
-    ))
+    lags = [entry["lag"] for entries in report["partitions"].values() for entry in entries.values()]
+    report.update(offsets_behind_latest(lags))
+    report["pendingRecords"] = pending_records(lags)
     for tp, decision in sorted(cut.blocking.items()):
         report["waitingOn"].append(
             {
@@ -100,12 +106,51 @@ def offsets_behind_latest(lags: Any) -> dict[str, float]:
     minimum, maximum and mean over partitions. Unknown lags (-1) are left out; -1 when none
     is known. A Python source cannot fill ``progress.sources[i].metrics``, where Spark's own
     source puts them, so they live in the live report (``latestOffset``) and SyncMetrics."""
-    known = [lag for lag in lags if lag is not None and lag >= 0]
+    known = _known(lags)
     if not known:
         return {"minOffsetsBehindLatest": _UNKNOWN, "maxOffsetsBehindLatest": _UNKNOWN,
                 "avgOffsetsBehindLatest": _UNKNOWN}
     return {"minOffsetsBehindLatest": min(known), "maxOffsetsBehindLatest": max(known),
             "avgOffsetsBehindLatest": sum(known) / len(known)}
+
+
+def pending_records(lags: Any) -> int:
+    """Flink's ``pendingRecords`` ("the number of records that have not been fetched by the
+    source, e.g. the available records after the consumer offset in a Kafka partition", Flink
+    Kafka connector docs, Monitoring): here the sum of the partitions' lags after the planned
+    batch. -1 when no lag is known."""
+    known = _known(lags)
+    return sum(known) if known else _UNKNOWN
+
+
+def emit_event_time_lag_ms(planned_at_ms: int, stream_time: int) -> Optional[int]:
+    """Flink's ``currentEmitEventTimeLag`` ("EmitTime - EventTime", the time from a record's
+    event timestamp to when the source emits it; Flink Kafka connector docs, Monitoring), per
+    batch: when the batch was planned minus the stream time it reaches. Flink's gauge
+    is per record; a micro-batch emits its records together, and the stream time it reaches
+    is the freshest event time the query has seen. None before the first timestamped record."""
+    if stream_time == NO_TIMESTAMP:
+        return None
+    return planned_at_ms - stream_time
+
+
+def watermark_lag_ms(progress: Mapping[str, Any]) -> Optional[int]:
+    """Flink's ``watermarkLag`` ("CurrentTime - Watermark", Flink Kafka connector docs,
+    Monitoring) for Spark: the progress' trigger time minus the query's event-time watermark
+    (``progress.eventTime.watermark``, set when the query uses ``withWatermark``). Spark's
+    watermark is the query's, not the source's: it is what decides which records are late.
+    None without a watermark, or before the first one (Spark reports the epoch, 0, then)."""
+    watermark = (progress.get("eventTime") or {}).get("watermark")
+    if not watermark:
+        return None
+    watermark_ms = _timestamp_ms(watermark)
+    if watermark_ms <= 0:
+        return None
+    return int(_timestamp_ms(progress.get("timestamp")) - watermark_ms)
+
+
+def _known(lags: Any) -> list[int]:
+    return [lag for lag in lags if lag is not None and lag >= 0]
 
 
 @dataclass(frozen=True)
@@ -145,6 +190,12 @@ class SyncMetrics:
     offsets_behind_latest: tuple[float, float, float] = (_UNKNOWN, _UNKNOWN, _UNKNOWN)
     """format("kafka")'s (min, max, avg) OffsetsBehindLatest (see :func:`offsets_behind_latest`);
     -1 when unknown (PySpark < 4.2 reports no live state)."""
+    pending_records: Optional[int] = None
+    """Flink's ``pendingRecords``: see :func:`pending_records`; None when unknown."""
+    emit_event_time_lag_ms: Optional[int] = None
+    """Flink's ``currentEmitEventTimeLag``: see :func:`emit_event_time_lag_ms`."""
+    watermark_lag_ms: Optional[int] = None
+    """Flink's ``watermarkLag``: see :func:`watermark_lag_ms`."""
 
 
 def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -199,6 +250,9 @@ def metrics_from_progress(
                 offsets_behind_latest=tuple(
                     offsets_behind_latest(p.lag for p in partitions.values()).values()
                 ),
+                pending_records=_optional(pending_records([p.lag for p in partitions.values()])),
+                emit_event_time_lag_ms=_optional(latest.get("emitEventTimeLagMs", _UNKNOWN)),
+                watermark_lag_ms=watermark_lag_ms(progress),
             )
         )
     return found
@@ -291,6 +345,11 @@ def _partitions(latest: Mapping[str, Any]) -> dict[TopicPartition, PartitionMetr
                 idle_deadline=None if entry["idleDeadline"] < 0 else entry["idleDeadline"],
             )
     return result
+
+
+def _optional(number: int) -> Optional[int]:
+    """The report's -1 for "unknown" as None."""
+    return None if number == _UNKNOWN else int(number)
 
 
 def _json(value: Any) -> Any:

@@ -35,7 +35,7 @@ from kafkasync_source.bounded_run import (
 )
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
-from kafkasync_source.metrics import live_report
+from kafkasync_source.metrics import emit_event_time_lag_ms, live_report
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import KafkaSyncOptionError, SourceOptions
@@ -95,6 +95,8 @@ class SyncDriver:
         self.last_states: dict[TopicPartition, PartitionState] = {}
         self.available_now: Optional[AvailableNowRun] = None
         """Set by prepareForTriggerAvailableNow(): this query runs as one bounded run."""
+        self.emit_event_time_lag_ms: Optional[int] = None
+        """When the latest batch was planned minus the stream time it reached (metrics)."""
 
     def close(self) -> None:
         self._fetcher.close()
@@ -105,7 +107,8 @@ class SyncDriver:
     def report(self) -> dict:
         """Live state of the latest planning decision, for ``reportLatestOffset``."""
         failures = self._group_committer.failures if self._group_committer else 0
-        report = live_report(self.last_cut, self.last_states, group_commit_failures=failures)
+        report = live_report(self.last_cut, self.last_states, group_commit_failures=failures,
+                             emit_event_time_lag_ms=self.emit_event_time_lag_ms)
         if self.delayed is not None:
             report["delayedBy"] = self.delayed
         return report
@@ -193,6 +196,7 @@ class SyncDriver:
             late_records_total=start.late_records_total + _late_records(cut, states, start.stream_time),
         )
         self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})
+        self.emit_event_time_lag_ms = emit_event_time_lag_ms(self._clock(), end.stream_time)
         return end
 
     def _delay_batch(self, states: Mapping[TopicPartition, PartitionState]) -> bool:

@@ -12,7 +12,15 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.metrics import KafkaSyncListener, live_report, metrics_from_progress, offsets_behind_latest
+from kafkasync_source.metrics import (
+    KafkaSyncListener,
+    emit_event_time_lag_ms,
+    live_report,
+    metrics_from_progress,
+    offsets_behind_latest,
+    pending_records,
+    watermark_lag_ms,
+)
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
 from kafkasync_source.source import register
@@ -64,6 +72,25 @@ def test_offsets_behind_latest_as_format_kafka_defines_them():
         "minOffsetsBehindLatest": -1, "maxOffsetsBehindLatest": -1, "avgOffsetsBehindLatest": -1}
 
 
+def test_flink_named_metrics_pending_records_emit_lag_and_watermark_lag():
+    states = {A: state([0, 1, 2], [10, 20, 30], end_offset=8), B: state([], [], start=5, end_offset=5)}
+    cut = plan_batch(states, now_ms=1_000, max_task_idle_ms=500, idle_since={})
+    report = live_report(cut, states, group_commit_failures=0, emit_event_time_lag_ms=4_000)
+    assert report["pendingRecords"] == 8 + 0, "the sum of the partitions' lags"
+    assert report["emitEventTimeLagMs"] == 4_000
+    assert live_report(cut, states, group_commit_failures=0)["emitEventTimeLagMs"] == -1
+    assert pending_records([-1, None]) == -1
+
+    assert emit_event_time_lag_ms(planned_at_ms=BASE_TS + 5_000, stream_time=BASE_TS) == 5_000
+    assert emit_event_time_lag_ms(planned_at_ms=BASE_TS, stream_time=-1) is None, "no timestamp yet"
+
+    at = {"timestamp": "2026-11-21T10:00:00.000Z"}
+    assert watermark_lag_ms({**at, "eventTime": {"watermark": "2026-11-21T09:59:30.000Z"}}) == 30_000
+    assert watermark_lag_ms(at) is None, "no withWatermark: no watermark"
+    assert watermark_lag_ms({**at, "eventTime": {"watermark": "1970-01-01T00:00:00.000Z"}}) is None, \
+        "Spark's watermark before the first one is computed"
+
+
 def progress(batch_id, start, end, latest, *, sources_before=()):
     source = {"description": "kafkasync", "startOffset": json.dumps(start),
               "endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}
@@ -77,7 +104,7 @@ def test_metrics_from_progress_computes_deltas_and_ignores_other_sources():
                      enforced_processing_total=3, late_records_total=7).to_json()
     states = {A: state([0], [1], end_offset=1), B: state([], [], end_offset=0)}
     latest = live_report(plan_batch(states, now_ms=0, max_task_idle_ms=0, idle_since={}), states,
-                         group_commit_failures=0)
+                         group_commit_failures=0, emit_event_time_lag_ms=1_234)
     rate_source = {"description": "RateStreamV2", "startOffset": "1", "endOffset": "2", "latestOffset": "2"}
     [metrics] = metrics_from_progress(progress(4, start, end, latest, sources_before=[rate_source]),
                                       previous=None, interval_s=2.0)
@@ -88,6 +115,7 @@ def test_metrics_from_progress_computes_deltas_and_ignores_other_sources():
     assert metrics.given_up == (B,)
     assert metrics.partitions[B].state == "idle" and metrics.partitions[A].lag == 0
     assert metrics.offsets_behind_latest == (0, 0, 0.0)
+    assert (metrics.pending_records, metrics.emit_event_time_lag_ms, metrics.watermark_lag_ms) == (0, 1_234, None)
 
 
 def test_listener_warns_once_per_enforced_update_and_calls_back(caplog):
@@ -217,6 +245,31 @@ def test_counters_survive_a_restart(spark, kafka_cluster, topic_factory, tmp_pat
         again.stop()
     assert after.enforced_processing_total > before.enforced_processing_total
     assert after.partitions[TopicPartition(topic, 0)].partition_time == BASE_TS + 104
+
+
+def test_listener_reports_emit_lag_and_the_lag_of_sparks_watermark(spark, kafka_cluster, topic_factory,
+                                                                   tmp_path, listener):
+    from pyspark.sql import functions as F
+
+    topic = topic_factory(1)
+    began_ms = time.time() * 1000
+    newest = int(began_ms) - 60_000  # records stamped a minute ago
+    kafka_cluster.produce(topic, [Record(0, newest - 19 + i, None, b"v") for i in range(20)])
+    counts = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest").load()
+              .withWatermark("timestamp", "10 seconds").groupBy(F.window("timestamp", "1 minute")).count())
+    query = (counts.writeStream.format("noop").outputMode("append")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start())
+    try:
+        metrics = wait_for(query, lambda: (m := listener.latest(query.id)) and m.watermark_lag_ms is not None and m)
+    finally:
+        query.stop()
+    took_ms = time.time() * 1000 - began_ms
+    # Planned after the records were written: at least their age, at most that plus the test's run time.
+    assert 60_000 <= metrics.emit_event_time_lag_ms <= 60_000 + took_ms
+    # Spark's watermark is the newest event time minus the delay: 70 s behind, plus the time since.
+    assert 70_000 <= metrics.watermark_lag_ms <= 70_000 + took_ms
+    assert metrics.pending_records == 0
 
 
 def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_once(fresh_cluster):
