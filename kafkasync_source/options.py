@@ -16,6 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
+from kafkasync_source.java_client_settings import (
+    JavaClientSettingError,
+    drop_or_refuse_java_settings,
+    jaas_credentials,
+)
 from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 EARLIEST = -2
@@ -78,9 +83,6 @@ values are secrets. Spark prints a data source's options in ``explain()`` and th
 only those whose name or value matches that regex (default ``(?i)url``) or
 ``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
 ``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
-
-# One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
-_JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
@@ -324,18 +326,14 @@ def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
         if name in config:
             raise KafkaSyncOptionError(f"Option 'kafka.{name}' is not supported: {why}.")
     jaas = config.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        # Java clients configure SASL/PLAIN and SCRAM through a JAAS line; librdkafka takes
-        # the same credentials as two settings. Translate so Spark users' configs carry over.
-        pairs = {m.group("name"): m.group("value") for m in _JAAS_PAIR.finditer(jaas)}
-        if "username" not in pairs or "password" not in pairs:
-            raise KafkaSyncOptionError(
-                "Option 'kafka.sasl.jaas.config' could not be translated: kafkasync understands "
-                'the form \'... username="..." password="...";\' (PLAIN/SCRAM, in any order); '
-                "set 'kafka.sasl.username' and 'kafka.sasl.password' instead."
-            )
-        config.setdefault("sasl.username", pairs["username"])
-        config.setdefault("sasl.password", pairs["password"])
+    try:
+        drop_or_refuse_java_settings(config)
+        # Translate PLAIN/SCRAM JAAS lines so Spark users' configs carry over.
+        credentials = jaas_credentials(jaas) if jaas is not None else {}
+    except JavaClientSettingError as err:
+        raise KafkaSyncOptionError(str(err)) from None
+    for key, value in credentials.items():
+        config.setdefault(key, value)
     isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
     if isolation not in ISOLATION_LEVELS:
         raise KafkaSyncOptionError(
