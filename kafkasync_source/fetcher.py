@@ -42,6 +42,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.options import consumer_group_id
 from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -172,7 +173,7 @@ class DriverFetcher:
         self._consumer = Consumer(
             {
                 **client_config,
-                "group.id": "kafkasync-driver-fetcher",
+                "group.id": consumer_group_id(client_config),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,

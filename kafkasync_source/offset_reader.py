@@ -24,6 +24,7 @@ from kafkasync_source.options import (
     SourceOptions,
     Subscription,
     TimestampSpec,
+    consumer_group_id,
     scrub,
 )
 from kafkasync_source.planner import TopicPartition
@@ -86,7 +87,7 @@ class OffsetReader:
         self._consumer = Consumer(
             {
                 **client_config,
-                "group.id": "kafkasync-offset-reader",
+                "group.id": consumer_group_id(client_config),
                 "enable.auto.commit": False,
                 "error_cb": lambda error: self._client_errors.append(error.str()),
             }

@@ -12,11 +12,19 @@ never echoed: :func:`redact` is used wherever client configuration could reach a
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
+from kafkasync_source.java_client_settings import (
+    JavaClientSettingError,
+    drop_or_refuse_java_settings,
+    jaas_credentials,
+)
 from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
+
+logger = logging.getLogger(__name__)
 
 EARLIEST = -2
 """Offset placeholder for "earliest" inside a startingOffsets/endingOffsets JSON (Spark's)."""
@@ -53,6 +61,7 @@ _KNOWN_OPTIONS = {
     "autostop.offsets",
     "autostop.key",
     "autostop.topic",
+    "groupidprefix",
     "path",  # Spark may pass an empty "path" through DataFrameReader.load()
 }
 
@@ -79,9 +88,6 @@ only those whose name or value matches that regex (default ``(?i)url``) or
 ``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
 ``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
 
-# One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.
-_JAAS_PAIR = re.compile(r"""(?P<name>[A-Za-z_.]+)\s*=\s*"(?P<value>[^"]*)\"""")
-
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
 """As the Java consumer behind ``format("kafka")`` (``isolation.level`` default
@@ -105,6 +111,10 @@ AUTOSTOP_TRANSIENT = "transient"
 AUTOSTOP_DURABLE = "durable"
 """``autostop.offsets=durable``: stop offsets survive failure restarts (KIP-95)."""
 DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
+
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+"""``groupIdPrefix`` default: format("kafka")'s for streaming queries (Spark's docs), so a
+prefixed group ACL granted for format("kafka") also covers kafkasync's consumers."""
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
@@ -132,7 +142,8 @@ class SourceOptions:
     subscription: Subscription
     client_config: dict[str, str] = field(repr=False)
     commit_group_id: Optional[str] = None
-    """``kafka.group.id``: commit processed offsets to this group, for monitoring only."""
+    """``kafka.group.id``: commit processed offsets to this group, for monitoring only. (The
+    internal consumers' group id is ``client_config["group.id"]``, see consumer_group_id.)"""
     starting_offsets: OffsetSpec = "latest"
     ending_offsets: OffsetSpec = "latest"
     fail_on_data_loss: bool = True
@@ -223,9 +234,8 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     runs for batch and streaming reads alike and cannot tell which one it serves."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = _client_config(lowered)
-    commit_group_id = client_config.pop("group.id", None)
-    if commit_group_id is not None and not commit_group_id.strip():
-        raise KafkaSyncOptionError("Option 'kafka.group.id' must not be empty.")
+    commit_group_id = client_config.get("group.id")
+    client_config["group.id"] = _consumer_group_id(lowered, commit_group_id)
     unknown = sorted(
         key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
     )
@@ -308,6 +318,45 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     )
 
 
+def consumer_group_id(client_config: Mapping[str, str]) -> str:
+    """The ``group.id`` of kafkasync's internal consumers (driver fetcher, offset reader,
+    executors' range readers, stop-offset store), chosen once by :func:`parse_options`.
+
+    They only ``assign()`` and never commit, but librdkafka needs a group id for
+    ``assign()`` (librdkafka issue #3261) and looks up that group's coordinator
+    (FindCoordinator) even so, failing with GROUP_AUTHORIZATION_FAILED where the principal may
+    not describe the group (confluent-kafka-python issue #250, answer by librdkafka's author:
+    "we still look up the coordinator to be able to commit offsets"). Hence the id follows
+    format("kafka")'s ``groupIdPrefix`` / ``kafka.group.id``, which users' ACLs are written
+    for. A client configuration not made by :func:`parse_options` (tests, benchmarks) gets
+    the default prefix's id."""
+    return client_config.get("group.id") or _prefixed_group_id(DEFAULT_GROUP_ID_PREFIX)
+
+
+def _consumer_group_id(lowered: Mapping[str, str], fixed_group_id: Optional[str]) -> str:
+    """As format("kafka"): ``kafka.group.id`` if set, for every consumer (``groupIdPrefix`` is
+    then ignored), else an id starting with ``groupIdPrefix``. Unlike format("kafka"), the id
+    carries no per-query UUID: the consumers never join or commit to it."""
+    prefix = lowered.get("groupidprefix")
+    if prefix is not None and not prefix.strip():
+        raise KafkaSyncOptionError(
+            "Option 'groupIdPrefix' must not be empty (default "
+            f"'{DEFAULT_GROUP_ID_PREFIX}', as format(\"kafka\"))."
+        )
+    if fixed_group_id is not None:
+        if not fixed_group_id.strip():
+            raise KafkaSyncOptionError("Option 'kafka.group.id' must not be empty.")
+        if prefix is not None:
+            logger.warning("Option 'groupIdPrefix' is ignored: 'kafka.group.id' is set, and "
+                           "every kafkasync consumer uses that group, as format(\"kafka\") does.")
+        return fixed_group_id
+    return _prefixed_group_id((prefix or DEFAULT_GROUP_ID_PREFIX).strip())
+
+
+def _prefixed_group_id(prefix: str) -> str:
+    return f"{prefix}-kafkasync"
+
+
 def redact(config: Mapping[str, str]) -> dict[str, str]:
     """A copy of a client configuration that is safe to log: secret values are masked."""
     return {
@@ -335,18 +384,14 @@ def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
         if name in config:
             raise KafkaSyncOptionError(f"Option 'kafka.{name}' is not supported: {why}.")
     jaas = config.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        # Java clients configure SASL/PLAIN and SCRAM through a JAAS line; librdkafka takes
-        # the same credentials as two settings. Translate so Spark users' configs carry over.
-        pairs = {m.group("name"): m.group("value") for m in _JAAS_PAIR.finditer(jaas)}
-        if "username" not in pairs or "password" not in pairs:
-            raise KafkaSyncOptionError(
-                "Option 'kafka.sasl.jaas.config' could not be translated: kafkasync understands "
-                'the form \'... username="..." password="...";\' (PLAIN/SCRAM, in any order); '
-                "set 'kafka.sasl.username' and 'kafka.sasl.password' instead."
-            )
-        config.setdefault("sasl.username", pairs["username"])
-        config.setdefault("sasl.password", pairs["password"])
+    try:
+        drop_or_refuse_java_settings(config)
+        # Translate PLAIN/SCRAM JAAS lines so Spark users' configs carry over.
+        credentials = jaas_credentials(jaas) if jaas is not None else {}
+    except JavaClientSettingError as err:
+        raise KafkaSyncOptionError(str(err)) from None
+    for key, value in credentials.items():
+        config.setdefault(key, value)
     isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
     if isolation not in ISOLATION_LEVELS:
         raise KafkaSyncOptionError(

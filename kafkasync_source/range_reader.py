@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 from kafkasync_source.consumer_pool import POOL, PooledConsumer
 from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.offset_reader import partitions_gone
-from kafkasync_source.options import SourceOptions
+from kafkasync_source.options import SourceOptions, consumer_group_id
 from kafkasync_source.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ class RangeReader:
     def _consumer_config(self) -> dict:
         return {
             **self.client_config,
-            # librdkafka wants a group id even for assign(); nothing is ever committed to it.
-            "group.id": "kafkasync-range-reader",
+            # Needed even for assign(); nothing is ever committed to it (see consumer_group_id).
+            "group.id": consumer_group_id(self.client_config),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,

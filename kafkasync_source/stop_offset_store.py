@@ -47,7 +47,12 @@ from typing import Mapping, Optional, Union
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.options import AUTOSTOP_DURABLE, TimestampSpec, parse_options
+from kafkasync_source.options import (
+    AUTOSTOP_DURABLE,
+    TimestampSpec,
+    consumer_group_id,
+    parse_options,
+)
 from kafkasync_source.planner import TopicPartition
 
 __all__ = [
@@ -203,7 +208,8 @@ class StopOffsetStore:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(
-            {**self._client_config, "socket.timeout.ms": int(self._timeout_s * 1000)}
+            {**_producer_settings(self._client_config),
+             "socket.timeout.ms": int(self._timeout_s * 1000)}
         )
         request = NewTopic(
             self.topic, num_partitions=1, replication_factor=-1, config={"cleanup.policy": "compact"}
@@ -244,7 +250,7 @@ class StopOffsetStore:
         return Consumer(
             {
                 **self._client_config,
-                "group.id": "kafkasync-autostop",
+                "group.id": consumer_group_id(self._client_config),
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",

@@ -33,7 +33,8 @@ def test_option_names_are_case_insensitive_and_kafka_prefix_is_stripped():
     )
     assert options.subscription.topics == ("a", "b")
     assert options.client_config == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000",
-                                     "isolation.level": "read_uncommitted"}
+                                     "isolation.level": "read_uncommitted",
+                                     "group.id": "spark-kafka-source-kafkasync"}
     assert options.include_headers is True
 
 
