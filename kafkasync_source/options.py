@@ -113,8 +113,11 @@ AUTOSTOP_DURABLE = "durable"
 DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
 
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
-"""``groupIdPrefix`` default: format("kafka")'s for streaming queries (Spark's docs), so a
+"""``groupIdPrefix`` default for streaming queries: format("kafka")'s (Spark's docs), so a
 prefixed group ACL granted for format("kafka") also covers kafkasync's consumers."""
+DEFAULT_BATCH_GROUP_ID_PREFIX = "spark-kafka-relation"
+"""``groupIdPrefix`` default for batch reads: format("kafka")'s (KafkaSourceProvider
+``batchUniqueGroupId`` in Spark's source; the docs name only the streaming default)."""
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
@@ -235,7 +238,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = _client_config(lowered)
     commit_group_id = client_config.get("group.id")
-    client_config["group.id"] = _consumer_group_id(lowered, commit_group_id)
+    client_config["group.id"] = _consumer_group_id(lowered, commit_group_id, streaming)
     unknown = sorted(
         key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
     )
@@ -333,7 +336,9 @@ def consumer_group_id(client_config: Mapping[str, str]) -> str:
     return client_config.get("group.id") or _prefixed_group_id(DEFAULT_GROUP_ID_PREFIX)
 
 
-def _consumer_group_id(lowered: Mapping[str, str], fixed_group_id: Optional[str]) -> str:
+def _consumer_group_id(
+    lowered: Mapping[str, str], fixed_group_id: Optional[str], streaming: Optional[bool]
+) -> str:
     """As format("kafka"): ``kafka.group.id`` if set, for every consumer (``groupIdPrefix`` is
     then ignored), else an id starting with ``groupIdPrefix``. Unlike format("kafka"), the id
     carries no per-query UUID: the consumers never join or commit to it."""
@@ -341,7 +346,8 @@ def _consumer_group_id(lowered: Mapping[str, str], fixed_group_id: Optional[str]
     if prefix is not None and not prefix.strip():
         raise KafkaSyncOptionError(
             "Option 'groupIdPrefix' must not be empty (default "
-            f"'{DEFAULT_GROUP_ID_PREFIX}', as format(\"kafka\"))."
+            f"'{DEFAULT_GROUP_ID_PREFIX}' for streams, '{DEFAULT_BATCH_GROUP_ID_PREFIX}' for "
+            "batch reads, as format(\"kafka\"))."
         )
     if fixed_group_id is not None:
         if not fixed_group_id.strip():
@@ -350,7 +356,8 @@ def _consumer_group_id(lowered: Mapping[str, str], fixed_group_id: Optional[str]
             logger.warning("Option 'groupIdPrefix' is ignored: 'kafka.group.id' is set, and "
                            "every kafkasync consumer uses that group, as format(\"kafka\") does.")
         return fixed_group_id
-    return _prefixed_group_id((prefix or DEFAULT_GROUP_ID_PREFIX).strip())
+    default = DEFAULT_BATCH_GROUP_ID_PREFIX if streaming is False else DEFAULT_GROUP_ID_PREFIX
+    return _prefixed_group_id((prefix or default).strip())
 
 
 def _prefixed_group_id(prefix: str) -> str:

@@ -25,6 +25,11 @@ def test_default_group_starts_with_format_kafkas_stream_prefix():
     assert group_of().startswith("spark-kafka-source")
 
 
+def test_batch_reads_default_to_format_kafkas_batch_prefix():
+    options = parse_options({**BASE, "startingOffsets": "earliest"}, streaming=False)
+    assert options.client_config["group.id"] == "spark-kafka-relation-kafkasync"
+
+
 def test_group_id_prefix_starts_every_internal_group_id():
     assert group_of(groupIdPrefix="team-a-etl") == "team-a-etl-kafkasync"
 
