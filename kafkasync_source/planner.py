@@ -131,7 +131,10 @@ __all__ = [
     "PartitionState",
     "PartitionStatus",
     "TopicPartition",
+    "batch_can_proceed",
+    "check_plan_arguments",
     "plan_batch",
+    "settle_idle_partitions",
 ]
 
 TopicPartition = NamedTuple("TopicPartition", [("topic", str), ("partition", int)])
@@ -583,6 +586,51 @@ def _contribution_end(buffer: _Buffer, records: int) -> int:
     return buffer.position if records == buffer.offsets.size else int(buffer.offsets[records])
 
 
+def check_plan_arguments(max_task_idle_ms: int, limits: BatchLimits) -> None:
+    """Reject option combinations no plan can honour (shared by both planning paths)."""
+    if max_task_idle_ms < NEVER_WAIT:
+        raise ValueError(
+            f"max_task_idle_ms must be -1 (never wait), 0 or positive, got {max_task_idle_ms}"
+        )
+    if max_task_idle_ms == NEVER_WAIT and limits.max_stream_time_step_ms is not None:
+        raise ValueError("max_stream_time_step_ms needs synchronized batches (not NEVER_WAIT)")
+
+
+def settle_idle_partitions(
+    statuses: Mapping[TopicPartition, PartitionStatus],
+    *,
+    now_ms: int,
+    max_task_idle_ms: int,
+    idle_since: Mapping[TopicPartition, int],
+) -> tuple[dict[TopicPartition, PartitionStatus], dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """Turn IDLE_WAITING into IDLE where ``max.task.idle.ms`` has passed since the partition
+    was first seen idle (KIP-695). Shared by both planning paths: whether a partition is
+    empty comes from its buffer or from the broker's index, the waiting rule is the same.
+
+    Returns the settled statuses, the idle deadlines and the first-seen-idle times to carry
+    into the next call (see the module docstring)."""
+    settled: dict[TopicPartition, PartitionStatus] = {}
+    deadlines: dict[TopicPartition, int] = {}
+    next_idle_since: dict[TopicPartition, int] = {}
+    for tp, status in statuses.items():
+        if status is PartitionStatus.IDLE_WAITING:
+            first_seen_idle = idle_since.get(tp, now_ms)
+            deadline = _idle_deadline(first_seen_idle, max_task_idle_ms)
+            if deadline < WAIT_FOREVER and now_ms >= deadline:
+                status = PartitionStatus.IDLE
+            next_idle_since[tp] = first_seen_idle
+            deadlines[tp] = deadline
+        settled[tp] = status
+    return settled, deadlines, next_idle_since
+
+
+def batch_can_proceed(statuses: Mapping[TopicPartition, PartitionStatus]) -> bool:
+    """A synchronized batch needs a ready partition and none that holds it back."""
+    return any(status is PartitionStatus.READY for status in statuses.values()) and not any(
+        status in _BLOCKING_STATUSES for status in statuses.values()
+    )
+
+
 def plan_batch(
     partitions: Mapping[TopicPartition, PartitionState],
     *,
@@ -604,28 +652,13 @@ def plan_batch(
         The cut: a decision per partition, the batch's stream time, whether it was enforced, and
         the first-seen-idle times to pass into the next call.
     """
-    if max_task_idle_ms < NEVER_WAIT:
-        raise ValueError(
-            f"max_task_idle_ms must be -1 (never wait), 0 or positive, got {max_task_idle_ms}"
-        )
-    if max_task_idle_ms == NEVER_WAIT and limits.max_stream_time_step_ms is not None:
-        raise ValueError("max_stream_time_step_ms needs synchronized batches (not NEVER_WAIT)")
+    check_plan_arguments(max_task_idle_ms, limits)
     now_ms = int(now_ms)
     buffers = {tp: _buffer(state) for tp, state in partitions.items()}
-
-    statuses: dict[TopicPartition, PartitionStatus] = {}
-    deadlines: dict[TopicPartition, int] = {}
-    next_idle_since: dict[TopicPartition, int] = {}
-    for tp, buffer in buffers.items():
-        status = buffer.status
-        if status is PartitionStatus.IDLE_WAITING:
-            first_seen_idle = idle_since.get(tp, now_ms)
-            deadline = _idle_deadline(first_seen_idle, max_task_idle_ms)
-            if deadline < WAIT_FOREVER and now_ms >= deadline:
-                status = PartitionStatus.IDLE
-            next_idle_since[tp] = first_seen_idle
-            deadlines[tp] = deadline
-        statuses[tp] = status
+    statuses, deadlines, next_idle_since = settle_idle_partitions(
+        {tp: buffer.status for tp, buffer in buffers.items()},
+        now_ms=now_ms, max_task_idle_ms=max_task_idle_ms, idle_since=idle_since,
+    )
 
     # (end offset, records) per contributing partition; empty when there is no batch.
     ends: dict[TopicPartition, tuple[int, int]] = {}
@@ -638,7 +671,7 @@ def plan_batch(
             ends = {}
     else:
         ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
-        if ready and not any(status in _BLOCKING_STATUSES for status in statuses.values()):
+        if batch_can_proceed(statuses):
             enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
             contributions = _synchronized_contributions(
                 buffers, ready, limits, enforcing_at_once=enforced and max_task_idle_ms == 0
