@@ -1,0 +1,434 @@
+"""Where to cut the next micro-batch, from the brokers' time index: the driver reads no record.
+
+Why this exists
+---------------
+The fetch path (:mod:`kafkasync_source.fetcher` + :func:`kafkasync_source.planner.plan_batch`)
+learns every record's timestamp by fetching it on the driver, so the brokers send each record
+twice and one Python consumer caps the query. The planner needs three facts per partition,
+and a broker answers each with ListOffsets, in one request per leader, without a record
+leaving it:
+
+* the readable end: ``latest`` — the high watermark, or the last stable offset under
+  read_committed (``Partition.fetchOffsetForTimestamp``: ``lastFetchableOffset``);
+* the largest timestamp and its offset: ``max_timestamp`` (KIP-734, Kafka >= 3.0);
+* the first offset whose timestamp is >= t: ``for_timestamp(t)``. ``UnifiedLog.
+  fetchOffsetByTimestamp`` takes the first segment whose largest timestamp is >= t,
+  ``LogSegment.findOffsetByTimestamp`` looks t up in its time index — whose entries say where
+  the segment's *running maximum* timestamp rose to a value — and ``FileRecords.
+  searchForTimestamp`` scans from there for the first record with timestamp >= t. No record
+  before that entry can be >= t (the running maximum was below it), so the answer is the first
+  such record in offset order, for out-of-order logs too. ``ReplicaManager.fetchOffset``
+  answers -1 when that record lies at or past the readable end.
+
+With ``first(t)`` for that answer, the fetch path's cut at stream time ``T`` (each partition
+up to, not including, its first record newer than ``T``) is ``first(T + 1)``, and a
+partition's largest timestamp in ``[start, end)`` is the largest ``t`` with
+``first(t) < end``. Both only hold where ``first(t) >= start``: the answer searches the
+whole log, not from the query's position.
+
+When the index cannot answer (and the caller falls back to the fetch path)
+-------------------------------------------------------------------------
+:class:`IndexCannotAnswer` names the partition and why, for:
+
+* no largest timestamp although the window holds records: the broker answered -1 (the
+  embedded librdkafka cluster always does; a broker without KIP-734; an open transaction
+  holding the largest record past the last stable offset);
+* the largest-timestamp record lies before the query's position: the window's own largest
+  timestamp is then unknown;
+* ``first(t) < start`` for a time the cut needs: a record before the position is newer than
+  ``t``, so the index cannot tell which records of the window are at or below ``t`` (an
+  out-of-order partition behind its own past, or one whose log before the query's start
+  holds newer records);
+* a rate limit whose search must go below the stream time already reached.
+
+Where this path differs from the fetch path, on purpose
+--------------------------------------------------------
+* It counts *offsets* where the fetch path counts records: ``maxOffsetsPerTrigger`` caps
+  offsets, as ``format("kafka")`` does; transaction markers and compaction gaps count.
+* ``partitionTime`` of a partition read only part of the way is the time level it was cut
+  at (``T``, or a rate limit's level): no record before the new position is newer, the next
+  one is. It is exact for a partition read to its end. ``lateRecordsTotal`` is not counted
+  (the driver sees no record); the executors see every record (``includePartitionTime``).
+* Transaction markers carry the broker's wall-clock time (``MemoryRecords.
+  withEndTransactionMarker`` stamps ``System.currentTimeMillis()``) and the time index counts
+  them like records. On a topic of transactional producers with old event times a marker
+  becomes a partition's largest timestamp; use ``planningMode=fetch`` there.
+
+The function is pure: the index is asked through the ``first_offsets`` callable (a model
+broker in tests, ListOffsets in :mod:`kafkasync_source.time_index`); no clock, no sleep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+from kafkasync_source.planner import (
+    NEVER_WAIT,
+    NO_LIMITS,
+    NO_TIMESTAMP,
+    BatchLimits,
+    Cut,
+    PartitionDecision,
+    PartitionStatus,
+    TopicPartition,
+    batch_can_proceed,
+    check_plan_arguments,
+    settle_idle_partitions,
+)
+from kafkasync_source.rate_limit import proportional_ends
+
+__all__ = ["FirstOffsets", "IndexCannotAnswer", "IndexedPartition", "plan_from_index"]
+
+FirstOffsets = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, Optional[int]]]
+"""ListOffsets by time for several partitions at once: per partition, the first offset whose
+record timestamp is >= the given time, or None where no such record lies below the readable
+end. One call is one round of requests (one per leader)."""
+
+
+@dataclass(frozen=True)
+class IndexedPartition:
+    """What the brokers said of one partition at planning time."""
+
+    start: int
+    """Next offset to emit: this batch's start."""
+    end_offset: Optional[int]
+    """Readable end (ListOffsets latest); None while unknown."""
+    largest: Optional[tuple[int, int]]
+    """(timestamp, offset) of the log's largest timestamp (ListOffsets max_timestamp), None
+    when the broker gave none."""
+    partition_time: int = NO_TIMESTAMP
+    """From the start offset (KIP-472), as on the fetch path."""
+    stop_offset: Optional[int] = None
+    """Bounded run (Trigger.AvailableNow): offsets at or after it are not part of the query."""
+
+
+class IndexCannotAnswer(Exception):
+    """The time index cannot give the exact cut; ``reasons`` says why, per partition."""
+
+    def __init__(self, reasons: Mapping[TopicPartition, str]) -> None:
+        self.reasons = dict(reasons)
+        super().__init__("; ".join(
+            f"{tp.topic}-{tp.partition}: {why}" for tp, why in sorted(self.reasons.items())
+        ))
+
+
+@dataclass(frozen=True)
+class _Window:
+    """Offsets ``[start, end)`` of one partition that this batch may take."""
+
+    start: int
+    end: int
+    """Exclusive; the readable end capped by the stop offset (== start when unknown)."""
+    lag: Optional[int]
+    status: PartitionStatus
+    exhausted: bool
+    """Bounded run: the window reaches the stop offset, nothing more will come."""
+
+
+def _window(state: IndexedPartition) -> _Window:
+    """The window and its status, by the fetch path's rules (``planner._buffer``) for a
+    partition whose every record up to the readable end is known."""
+    end = state.end_offset
+    limit = None if state.stop_offset is None else max(state.stop_offset, state.start)
+    if end is not None and limit is not None:
+        end = min(end, limit)
+    stopped = limit is not None and end is not None and end >= limit
+    if end is not None and end > state.start:
+        status = PartitionStatus.READY
+    elif limit is not None and state.start >= limit:
+        status = PartitionStatus.FINISHED
+    elif end is None:
+        status = PartitionStatus.WAITING_FOR_END_OFFSET
+    else:
+        status = PartitionStatus.IDLE_WAITING
+    return _Window(
+        start=state.start,
+        end=state.start if end is None else max(end, state.start),
+        lag=None if end is None else 0,
+        status=status,
+        exhausted=stopped,
+    )
+
+
+class _Index:
+    """The ``first_offsets`` answers seen from the windows, with the cases the index cannot
+    answer collected instead of guessed."""
+
+    def __init__(self, first_offsets: FirstOffsets, windows: Mapping[TopicPartition, _Window]) -> None:
+        self._first_offsets = first_offsets
+        self._windows = windows
+        self.rounds = 0
+
+    def ends_at(self, times: Mapping[TopicPartition, int], why: str) -> dict[TopicPartition, int]:
+        """Per partition, the first offset of its window whose timestamp is >= the time (the
+        window's end if none); raises where the answer lies before the window."""
+        if not times:
+            return {}
+        self.rounds += 1
+        answers = self._first_offsets(times)
+        ends, unknown = {}, {}
+        for tp, time in times.items():
+            window, found = self._windows[tp], answers.get(tp)
+            if found is not None and found < window.start:
+                unknown[tp] = (f"offset {found}, before the position {window.start}, has a "
+                               f"timestamp >= {time} ({why})")
+            else:
+                ends[tp] = window.end if found is None else min(found, window.end)
+        if unknown:
+            raise IndexCannotAnswer(unknown)
+        return ends
+
+    def gallop_above(self, floors: Mapping[TopicPartition, int],
+                     ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per partition, a time above every timestamp of ``[start, ends[tp])``, doubling from
+        the floor: O(log) rounds where the broker gave no largest timestamp."""
+        ceilings: dict[TopicPartition, int] = {}
+        probes = {tp: max(2 * floor, floor + 1) for tp, floor in floors.items()}
+        while probes:
+            found = self.ends_at(probes, "searching the window's largest timestamp")
+            ceilings.update({tp: time for tp, time in probes.items() if found[tp] >= ends[tp]})
+            probes = {tp: 2 * time for tp, time in probes.items() if found[tp] < ends[tp]}
+        return ceilings
+
+    def largest_before(self, ends: Mapping[TopicPartition, int], floors: Mapping[TopicPartition, int],
+                       ceilings: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per partition, the largest timestamp in ``[start, ends[tp])``, known to lie in
+        ``[floors[tp], ceilings[tp])``: a binary search, all partitions in the same rounds."""
+        low, high = dict(floors), dict(ceilings)  # first(low) < end <= first(high)
+        while True:
+            probes = {tp: (low[tp] + high[tp]) // 2 for tp in low if high[tp] - low[tp] > 1}
+            if not probes:
+                return low
+            found = self.ends_at(probes, "searching the window's largest timestamp")
+            for tp, time in probes.items():
+                if found[tp] < ends[tp]:
+                    low[tp] = time
+                else:
+                    high[tp] = time
+
+
+def _window_maxima(
+    states: Mapping[TopicPartition, IndexedPartition],
+    windows: Mapping[TopicPartition, _Window],
+    index: _Index,
+) -> dict[TopicPartition, int]:
+    """The largest timestamp in each ready window: the log's largest where its record lies
+    in the window; else searched for, above the partition time (the log's largest record
+    arrived after the readable end was taken, lies past the stop offset, or past the last
+    stable offset, where the broker answers none)."""
+    maxima: dict[TopicPartition, int] = {}
+    searched: dict[TopicPartition, Optional[int]] = {}  # the log's largest, when known
+    for tp, window in windows.items():
+        if window.status is not PartitionStatus.READY:
+            continue
+        largest = states[tp].largest
+        if largest is not None and 0 <= largest[0] and largest[1] < window.start:
+            raise IndexCannotAnswer({tp: f"its largest timestamp ({largest[0]}) is at offset "
+                                         f"{largest[1]}, before the position {window.start}"})
+        if largest is not None and 0 <= largest[0] and largest[1] < window.end:
+            maxima[tp] = largest[0]
+        else:
+            searched[tp] = largest[0] if largest is not None and largest[0] >= 0 else None
+    if not searched:
+        return maxima
+    # first(floor) must lie in the window: a record there newer than the partition time.
+    floors = {tp: states[tp].partition_time + 1 for tp in searched}
+    found = index.ends_at(floors, "the partition time")
+    older = {tp: f"no record of offsets [{windows[tp].start}, {windows[tp].end}) is newer than "
+                 f"its partition time {states[tp].partition_time} (or the broker does not "
+                 "answer timestamp look-ups)"
+             for tp in searched if found[tp] >= windows[tp].end}
+    if older:
+        raise IndexCannotAnswer(older)
+    ends = {tp: windows[tp].end for tp in searched}
+    ceilings = {tp: largest + 1 for tp, largest in searched.items() if largest is not None}
+    unbounded = [tp for tp in searched if tp not in ceilings]
+    if unbounded:
+        ceilings.update(index.gallop_above({tp: floors[tp] for tp in unbounded}, ends))
+        floors.update({tp: max(floors[tp], (ceilings[tp] - 1) // 2) for tp in unbounded})
+    maxima.update(index.largest_before(ends, floors, ceilings))
+    return maxima
+
+
+def _step_base(
+    ready: list[TopicPartition], windows: Mapping[TopicPartition, _Window],
+    maxima: Mapping[TopicPartition, int], limits: BatchLimits, index: _Index,
+) -> int:
+    """``maxEventTimePerTrigger``'s base, as the fetch path's: the previous stream time if a
+    head record lies within one step of it, else the oldest head record's timestamp."""
+    assert limits.max_stream_time_step_ms is not None
+    reach = limits.previous_stream_time + limits.max_stream_time_step_ms
+    within = index.ends_at({tp: reach + 1 for tp in ready}, "maxEventTimePerTrigger")
+    if any(within[tp] > windows[tp].start for tp in ready):
+        return limits.previous_stream_time
+    # The oldest head: the smallest t at which some window's first record is <= t.
+    low, high = reach, max(maxima[tp] for tp in ready)
+    while high - low > 1:
+        middle = (low + high) // 2
+        found = index.ends_at({tp: middle + 1 for tp in ready}, "maxEventTimePerTrigger")
+        if any(found[tp] > windows[tp].start for tp in ready):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _rate_limited(
+    ends: dict[TopicPartition, int], windows: Mapping[TopicPartition, _Window],
+    bound: int, limits: BatchLimits, index: _Index,
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The first ``max_records`` offsets in Kafka Streams' processing order: a search for the
+    largest time level whose offsets fit, then the next level's offsets in topic-partition
+    order (the fetch path's tie-breaking). Returns the ends and each partition's level."""
+    assert limits.max_records is not None
+    ready = sorted(ends)
+
+    def counts(time: int) -> dict[TopicPartition, int]:
+        found = index.ends_at({tp: time + 1 for tp in ready}, "maxOffsetsPerTrigger")
+        return {tp: min(found[tp], ends[tp]) - windows[tp].start for tp in ready}
+
+    low = limits.previous_stream_time
+    fitting = counts(low)
+    if sum(fitting.values()) > limits.max_records:
+        raise IndexCannotAnswer({tp: f"more than maxOffsetsPerTrigger={limits.max_records} "
+                                     f"offsets at or below the stream time {low} remain"
+                                 for tp in ready if fitting[tp]})
+    high = bound
+    over = {tp: ends[tp] - windows[tp].start for tp in ready}
+    while high - low > 1:
+        middle = (low + high) // 2
+        at_middle = counts(middle)
+        if sum(at_middle.values()) <= limits.max_records:
+            low, fitting = middle, at_middle
+        else:
+            high, over = middle, at_middle
+    left = limits.max_records - sum(fitting.values())
+    limited, levels = {}, {}
+    for tp in ready:
+        extra = min(left, over[tp] - fitting[tp])
+        left -= extra
+        limited[tp] = windows[tp].start + fitting[tp] + extra
+        levels[tp] = high if extra else low
+    return limited, levels
+
+
+def plan_from_index(
+    partitions: Mapping[TopicPartition, IndexedPartition],
+    first_offsets: FirstOffsets,
+    *,
+    now_ms: int,
+    max_task_idle_ms: int,
+    idle_since: Mapping[TopicPartition, int],
+    limits: BatchLimits = NO_LIMITS,
+) -> Cut:
+    """The cut :func:`kafkasync_source.planner.plan_batch` makes over every record up to the
+    readable ends, computed from ListOffsets answers (see the module docstring).
+
+    Raises:
+        IndexCannotAnswer: where only reading records can give the exact cut.
+    """
+    check_plan_arguments(max_task_idle_ms, limits)
+    now_ms = int(now_ms)
+    windows = {tp: _window(state) for tp, state in partitions.items()}
+    statuses, deadlines, next_idle_since = settle_idle_partitions(
+        {tp: window.status for tp, window in windows.items()},
+        now_ms=now_ms, max_task_idle_ms=max_task_idle_ms, idle_since=idle_since,
+    )
+    index = _Index(first_offsets, windows)
+    ends: dict[TopicPartition, int] = {}
+    times: dict[TopicPartition, int] = {}  # the partition time each contributing one reaches
+    enforced = False
+    if max_task_idle_ms == NEVER_WAIT:
+        if not any(status is PartitionStatus.WAITING_FOR_END_OFFSET for status in statuses.values()):
+            untils = {tp: window.end for tp, window in windows.items()}
+            starts = {tp: window.start for tp, window in windows.items()}
+            ends = (untils if limits.max_records is None
+                    else proportional_ends(limits.max_records, starts, untils))
+            times = _times_reached(partitions, windows, ends, index)
+    elif batch_can_proceed(statuses):
+        ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
+        enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
+        maxima = _window_maxima(partitions, windows, index)
+        # Which partitions bound stream time: planner._bounds_stream_time, for windows known
+        # to their end (lag 0): with max.task.idle.ms=0 an enforced batch bounds on none.
+        enforcing_at_once = enforced and max_task_idle_ms == 0
+        bounds = [maxima[tp] for tp in ready if not windows[tp].exhausted and not enforcing_at_once]
+        if limits.max_stream_time_step_ms is not None:
+            base = _step_base(ready, windows, maxima, limits, index)
+            bounds.append(base + limits.max_stream_time_step_ms)
+        bound = min(bounds) if bounds else None
+        cut = [tp for tp in ready if bound is not None and maxima[tp] > bound]
+        ends = {tp: windows[tp].end for tp in ready}
+        ends.update(index.ends_at({tp: bound + 1 for tp in cut}, "the stream time") if cut else {})
+        times = {tp: maxima[tp] if ends[tp] == windows[tp].end else bound for tp in ready}
+        if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
+            top = bound if bound is not None else max(maxima[tp] for tp in ready)
+            limited, levels = _rate_limited(ends, windows, top, limits, index)
+            times = {tp: times[tp] if limited[tp] == ends[tp] else levels[tp] for tp in ready}
+            ends = limited
+        ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
+    if not any(end > windows[tp].start for tp, end in ends.items()):
+        ends, times, enforced = {}, {}, False
+
+    decisions: dict[TopicPartition, PartitionDecision] = {}
+    stream_time: Optional[int] = None
+    for tp, state in partitions.items():
+        end = ends.get(tp, state.start)
+        records = end - state.start
+        partition_time = state.partition_time
+        if records and tp in times:
+            partition_time = max(partition_time, times[tp])
+            stream_time = times[tp] if stream_time is None else max(stream_time, times[tp])
+        decisions[tp] = PartitionDecision(
+            status=statuses[tp], end=end, records=records, lag=windows[tp].lag,
+            idle_deadline=deadlines.get(tp), partition_time=partition_time,
+        )
+    return Cut(
+        partitions=decisions,
+        stream_time=stream_time,
+        enforced=enforced,
+        idle_since=next_idle_since,
+        # max.task.idle.ms=-1 where the index could not tell the time the ranges reach.
+        moves_over_gap=stream_time is None and bool(ends),
+    )
+
+
+def _times_reached(
+    states: Mapping[TopicPartition, IndexedPartition], windows: Mapping[TopicPartition, _Window],
+    ends: Mapping[TopicPartition, int], index: _Index,
+) -> dict[TopicPartition, int]:
+    """``max.task.idle.ms=-1``: the largest timestamp each partition's range reaches, for its
+    partition time and the batch's stream time. The ends do not depend on it, so a partition
+    the index cannot answer for keeps its partition time instead of failing the plan."""
+    taking = {tp: end for tp, end in ends.items() if end > windows[tp].start}
+    while True:
+        try:
+            return _largest_in_ranges(states, windows, taking, index)
+        except IndexCannotAnswer as unanswered:
+            taking = {tp: end for tp, end in taking.items() if tp not in unanswered.reasons}
+
+
+def _largest_in_ranges(
+    states: Mapping[TopicPartition, IndexedPartition], windows: Mapping[TopicPartition, _Window],
+    taking: Mapping[TopicPartition, int], index: _Index,
+) -> dict[TopicPartition, int]:
+    """The largest timestamp in each ``[start, taking[tp])``."""
+    maxima = _window_maxima(states, {tp: windows[tp] for tp in taking}, index)
+    partial = {tp: end for tp, end in taking.items() if end < windows[tp].end}
+    if not partial:
+        return maxima
+    floors = {tp: states[tp].partition_time + 1 for tp in partial}
+    found = index.ends_at(floors, "the partition time")
+    times = dict(maxima)
+    searching = {}
+    for tp, end in partial.items():
+        if found[tp] >= end:  # nothing newer than the partition time in the range
+            times[tp] = states[tp].partition_time
+        else:
+            searching[tp] = end
+    if searching:
+        times.update(index.largest_before(
+            searching, {tp: floors[tp] for tp in searching}, {tp: maxima[tp] + 1 for tp in searching}
+        ))
+    return times

@@ -1,0 +1,286 @@
+"""The time-index planning path cuts the batches the fetch path cuts, reading no record.
+
+A model broker answers ListOffsets the way Kafka documents and implements it (see
+kafkasync_source/index_planner.py for the source references): ``latest`` is the readable end,
+``max_timestamp`` the first record with the log's largest timestamp (none when it lies at or
+past the readable end, or no record has a timestamp), and ``for_timestamp(t)`` the first
+offset of the whole log whose timestamp is >= t (none below the readable end -> None).
+
+The properties: on any log, either the index path says it cannot answer, or its cut equals
+:func:`plan_batch`'s over every record up to the readable end — which tests/test_planner.py
+proves against a reference model of Kafka Streams. On in-order logs read from their start it
+always answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
+from kafkasync_source.planner import (
+    NEVER_WAIT,
+    NO_TIMESTAMP,
+    WAIT_FOREVER,
+    BatchLimits,
+    Cut,
+    PartitionState,
+    PartitionStatus,
+    TopicPartition,
+    plan_batch,
+)
+
+
+def tp(partition: int) -> TopicPartition:
+    return TopicPartition("t", partition)
+
+
+@dataclass
+class ModelLog:
+    """A partition's records at offsets ``log_start, log_start + 1, ...`` (no gaps)."""
+
+    timestamps: list[int]
+    readable: Optional[int] = None
+    """Readable end (high watermark, or LSO); None: every record."""
+    log_start: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.log_start + (len(self.timestamps) if self.readable is None else self.readable)
+
+
+@dataclass
+class ModelBroker:
+    logs: dict[TopicPartition, ModelLog]
+    rounds: int = 0
+    asked: list[dict[TopicPartition, int]] = field(default_factory=list)
+
+    def largest(self, partition: TopicPartition) -> Optional[tuple[int, int]]:
+        log = self.logs[partition]
+        valid = [ts for ts in log.timestamps if ts >= 0]
+        if not valid:
+            return None
+        offset = log.log_start + log.timestamps.index(max(valid))
+        return None if offset >= log.end else (max(valid), offset)
+
+    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        self.rounds += 1
+        self.asked.append(dict(times))
+        answers: dict[TopicPartition, Optional[int]] = {}
+        for partition, time in times.items():
+            log = self.logs[partition]
+            found = next((log.log_start + i for i, ts in enumerate(log.timestamps) if ts >= time), None)
+            answers[partition] = None if found is None or found >= log.end else found
+        return answers
+
+
+def indexed(broker: ModelBroker, starts: Mapping[TopicPartition, int],
+            partition_times: Mapping[TopicPartition, int],
+            stops: Mapping[TopicPartition, Optional[int]]) -> dict[TopicPartition, IndexedPartition]:
+    return {
+        p: IndexedPartition(start=starts[p], end_offset=log.end, largest=broker.largest(p),
+                            partition_time=partition_times[p], stop_offset=stops.get(p))
+        for p, log in broker.logs.items()
+    }
+
+
+def fetched(broker: ModelBroker, starts: Mapping[TopicPartition, int],
+            partition_times: Mapping[TopicPartition, int],
+            stops: Mapping[TopicPartition, Optional[int]]) -> dict[TopicPartition, PartitionState]:
+    """The fetch path's view with every record up to the readable end buffered."""
+    states = {}
+    for p, log in broker.logs.items():
+        first = starts[p] - log.log_start
+        last = log.end - log.log_start
+        states[p] = PartitionState(
+            start=starts[p],
+            offsets=np.arange(starts[p], log.end, dtype=np.int64),
+            timestamps=np.array(log.timestamps[first:last], dtype=np.int64),
+            position=log.end, end_offset=log.end,
+            partition_time=partition_times[p], stop_offset=stops.get(p),
+        )
+    return states
+
+
+def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool, never_wait: bool) -> None:
+    assert index_cut.end_offsets == fetch_cut.end_offsets
+    assert {p: d.status for p, d in index_cut.partitions.items()} == {
+        p: d.status for p, d in fetch_cut.partitions.items()}
+    assert {p: d.idle_deadline for p, d in index_cut.partitions.items()} == {
+        p: d.idle_deadline for p, d in fetch_cut.partitions.items()}
+    assert index_cut.enforced == fetch_cut.enforced
+    assert index_cut.idle_since == fetch_cut.idle_since
+    assert index_cut.has_batch == fetch_cut.has_batch
+    assert index_cut.records == fetch_cut.records
+    if not fetch_cut.has_batch or fetch_cut.stream_time is None:
+        return
+    if never_wait:
+        # max.task.idle.ms=-1 ends need no timestamp; where the index cannot tell the time a
+        # range reaches, partition times stay as they were (documented) and the batch runs.
+        assert index_cut.stream_time is not None or index_cut.moves_over_gap
+        return
+    # The index path records the time level a partition was cut at: never below the largest
+    # timestamp taken, equal where the partition was read to its end or nothing limits.
+    assert index_cut.stream_time is not None and index_cut.stream_time >= fetch_cut.stream_time
+    if not limited:
+        assert index_cut.stream_time == fetch_cut.stream_time
+    for p, decision in index_cut.partitions.items():
+        assert decision.partition_time >= fetch_cut.partitions[p].partition_time
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
+    count = draw(st.integers(1, 4))
+    distinct = in_order_from_start or draw(st.booleans())
+    logs, starts, partition_times, stops = {}, {}, {}, {}
+    pool = iter(draw(st.lists(st.integers(0, 60), min_size=40, max_size=40, unique=distinct)))
+    for index in range(count):
+        size = draw(st.integers(0, 8))
+        timestamps = [next(pool) for _ in range(size)]
+        if in_order_from_start:
+            timestamps.sort()
+        elif draw(st.booleans()):
+            timestamps = [NO_TIMESTAMP if draw(st.integers(0, 5)) == 0 else ts for ts in timestamps]
+        log_start = draw(st.integers(0, 3))
+        readable = None if in_order_from_start else draw(st.one_of(st.none(), st.integers(0, size)))
+        log = ModelLog(timestamps, readable, log_start)
+        start = log_start if in_order_from_start else draw(st.integers(log_start, log.end))
+        emitted = [ts for ts in timestamps[: start - log_start] if ts >= 0]
+        logs[tp(index)] = log
+        starts[tp(index)] = start
+        partition_times[tp(index)] = max(emitted, default=NO_TIMESTAMP)
+        if draw(st.integers(0, 3)) == 0:
+            stops[tp(index)] = draw(st.integers(log_start, log.end))
+    max_task_idle_ms = draw(st.sampled_from([NEVER_WAIT, 0, 7, WAIT_FOREVER]))
+    limit_kind = draw(st.sampled_from(["none", "records", "step", "both"]))
+    if max_task_idle_ms == NEVER_WAIT and limit_kind in ("step", "both"):
+        limit_kind = "records"
+    previous = max(partition_times.values())
+    limits = BatchLimits(
+        max_records=draw(st.integers(1, 12)) if limit_kind in ("records", "both") else None,
+        max_stream_time_step_ms=draw(st.integers(1, 20)) if limit_kind in ("step", "both") else None,
+        previous_stream_time=previous,
+    )
+    idle_since = {p: draw(st.integers(0, 10)) for p in logs if draw(st.booleans())}
+    return dict(broker=ModelBroker(logs), starts=starts, partition_times=partition_times,
+                stops=stops, max_task_idle_ms=max_task_idle_ms, limits=limits,
+                idle_since=idle_since, now_ms=draw(st.integers(0, 20)))
+
+
+def plan_both(scenario: dict) -> tuple[Optional[Cut], Cut]:
+    broker = scenario["broker"]
+    arguments = dict(now_ms=scenario["now_ms"], max_task_idle_ms=scenario["max_task_idle_ms"],
+                     idle_since=scenario["idle_since"], limits=scenario["limits"])
+    view = (scenario["starts"], scenario["partition_times"], scenario["stops"])
+    fetch_cut = plan_batch(fetched(broker, *view), **arguments)
+    try:
+        index_cut = plan_from_index(indexed(broker, *view), broker.first_offsets, **arguments)
+    except IndexCannotAnswer as cannot:
+        assert cannot.reasons and set(cannot.reasons) <= set(broker.logs)
+        return None, fetch_cut
+    return index_cut, fetch_cut
+
+
+def is_limited(scenario: dict) -> bool:
+    limits = scenario["limits"]
+    return limits.max_records is not None or limits.max_stream_time_step_ms is not None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(scenario=scenarios())
+def test_the_index_cut_equals_the_fetch_cut_or_says_it_cannot(scenario):
+    index_cut, fetch_cut = plan_both(scenario)
+    if index_cut is not None:
+        assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario),
+                        never_wait=scenario["max_task_idle_ms"] == NEVER_WAIT)
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenario=scenarios(in_order_from_start=True))
+def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario):
+    """Batch after batch until nothing is left, each from the index path's previous end."""
+    broker = scenario["broker"]
+    starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
+    limits, stream_time = scenario["limits"], NO_TIMESTAMP
+    for _ in range(60):
+        scenario = {**scenario, "starts": starts, "partition_times": partition_times,
+                    "limits": BatchLimits(limits.max_records, limits.max_stream_time_step_ms,
+                                          stream_time)}
+        index_cut, fetch_cut = plan_both(scenario)
+        assert index_cut is not None, "the index path fell back on an in-order log"
+        assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario),
+                        never_wait=scenario["max_task_idle_ms"] == NEVER_WAIT)
+        if not index_cut.has_batch:
+            break
+        starts = index_cut.end_offsets
+        partition_times = {p: d.partition_time for p, d in index_cut.partitions.items()}
+        stream_time = max(stream_time, index_cut.stream_time or NO_TIMESTAMP)
+    assert not index_cut.has_batch
+
+
+def test_the_cut_is_the_first_record_above_stream_time_and_takes_two_rounds():
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([15, 25])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    assert cut.end_offsets == {tp(0): 2, tp(1): 2}
+    assert cut.stream_time == 25
+    assert [d.partition_time for d in cut.partitions.values()] == [25, 25]
+    assert broker.asked == [{tp(0): 26}]  # one by-time round: only the partition to cut
+
+
+def test_out_of_order_partition_is_cut_at_its_first_record_above_stream_time():
+    broker = ModelBroker({tp(0): ModelLog([5, 40, 12, 18]), tp(1): ModelLog([10, 20])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    assert cut.end_offsets == {tp(0): 1, tp(1): 2}
+
+
+def test_a_largest_record_before_the_position_is_a_reason_to_fall_back():
+    broker = ModelBroker({tp(0): ModelLog([50, 10, 20]), tp(1): ModelLog([15])})
+    states = indexed(broker, {tp(0): 1, tp(1): 0}, {tp(0): 50, tp(1): -1}, {})
+    with pytest.raises(IndexCannotAnswer, match="t-0: its largest timestamp .50. is at offset 0, before the position 1"):
+        plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+
+
+def test_a_broker_that_answers_minus_one_everywhere_is_a_reason_to_fall_back():
+    """The embedded librdkafka cluster answers -1 to max_timestamp and to every by-time look-up."""
+    states = {tp(0): IndexedPartition(start=0, end_offset=5, largest=None)}
+    with pytest.raises(IndexCannotAnswer, match="does not answer timestamp look-ups"):
+        plan_from_index(states, lambda times: {p: None for p in times}, now_ms=0,
+                        max_task_idle_ms=0, idle_since={})
+
+
+def test_a_largest_record_past_the_readable_end_is_searched_for():
+    """An open transaction holds the log's largest record past the last stable offset."""
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 99], readable=3), tp(1): ModelLog([25, 36])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    assert states[tp(0)].largest is None
+    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    # Partition 0's largest readable timestamp, 30, found by search, is stream time.
+    assert cut.end_offsets == {tp(0): 3, tp(1): 1}
+    assert cut.stream_time == 30
+
+
+def test_idle_partition_waits_then_is_given_up_like_the_fetch_path():
+    broker = ModelBroker({tp(0): ModelLog([10, 20]), tp(1): ModelLog([])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    waiting = plan_from_index(states, broker.first_offsets, now_ms=100, max_task_idle_ms=50, idle_since={})
+    assert not waiting.has_batch
+    assert waiting.partitions[tp(1)].status is PartitionStatus.IDLE_WAITING
+    given_up = plan_from_index(states, broker.first_offsets, now_ms=150, max_task_idle_ms=50,
+                               idle_since=waiting.idle_since)
+    assert given_up.enforced and given_up.end_offsets == {tp(0): 2, tp(1): 0}
+
+
+def test_rate_limit_search_takes_the_first_offsets_in_processing_order():
+    broker = ModelBroker({tp(0): ModelLog([1, 2, 3, 4, 5, 6]), tp(1): ModelLog([1, 2, 3, 4, 5, 6])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={},
+                          limits=BatchLimits(max_records=5))
+    # keys 1,1,2,2,3 (ties to the lower partition): partition 0 gives 3, partition 1 gives 2.
+    assert cut.end_offsets == {tp(0): 3, tp(1): 2}
