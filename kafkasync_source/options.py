@@ -62,6 +62,7 @@ _KNOWN_OPTIONS = {
     "autostop.key",
     "autostop.topic",
     "groupidprefix",
+    "planningmode",
     "path",  # Spark may pass an empty "path" through DataFrameReader.load()
 }
 
@@ -105,6 +106,16 @@ DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS = 10_000
 # Spark's code defaults (KafkaOffsetReaderAdmin), see offset_reader.OffsetReader.
 DEFAULT_FETCH_OFFSET_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
+
+PLANNING_AUTO = "auto"
+"""``planningMode`` default: plan from the brokers' time index where it answers exactly, else
+from the driver's fetch of every record's timestamp (per batch, with the reason logged once)."""
+PLANNING_TIME_INDEX = "timeIndex"
+"""``planningMode=timeIndex``: the driver reads no record; a query fails, naming the partition
+and why, where only reading records could give the exact cut."""
+PLANNING_FETCH = "fetch"
+"""``planningMode=fetch``: always fetch timestamps on the driver (round-2 behaviour)."""
+PLANNING_MODES = (PLANNING_AUTO, PLANNING_TIME_INDEX, PLANNING_FETCH)
 
 AUTOSTOP_TRANSIENT = "transient"
 """``autostop.offsets`` default: Trigger.AvailableNow captures its stop offsets on every start."""
@@ -172,6 +183,8 @@ class SourceOptions:
     """Names the bounded run whose stop offsets are stored (``durable`` only)."""
     autostop_topic: str = DEFAULT_AUTOSTOP_TOPIC
     """Compacted Kafka topic holding durable stop offsets."""
+    planning_mode: str = PLANNING_AUTO
+    """``planningMode``: where the driver learns timestamps (see PLANNING_MODES)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -318,7 +331,31 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         autostop_offsets=autostop_offsets,
         autostop_key=autostop_key,
         autostop_topic=autostop_topic,
+        planning_mode=_planning_mode(lowered),
     )
+
+
+def _planning_mode(lowered: Mapping[str, str]) -> str:
+    value = lowered.get("planningmode", PLANNING_AUTO).strip()
+    for mode in PLANNING_MODES:
+        if value.lower() == mode.lower():
+            return mode
+    raise KafkaSyncOptionError(
+        f"Option 'planningMode' must be one of {', '.join(PLANNING_MODES)}; got {value!r}."
+    )
+
+
+_CONSUMER_ONLY_SETTINGS = (
+    "fetch.", "isolation.level", "queued.", "check.crcs", "max.poll.interval.ms",
+    "session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy", "group.",
+    "auto.commit", "enable.auto", "enable.partition.eof",
+)
+
+
+def non_consumer_settings(client_config: Mapping[str, str]) -> dict[str, str]:
+    """The query's client settings minus consumer-only ones, for a producer or AdminClient
+    handle (librdkafka warns about consumer properties there)."""
+    return {k: v for k, v in client_config.items() if not k.startswith(_CONSUMER_ONLY_SETTINGS)}
 
 
 def consumer_group_id(client_config: Mapping[str, str]) -> str:

@@ -51,6 +51,7 @@ from kafkasync_source.options import (
     AUTOSTOP_DURABLE,
     TimestampSpec,
     consumer_group_id,
+    non_consumer_settings,
     parse_options,
 )
 from kafkasync_source.planner import TopicPartition
@@ -208,7 +209,7 @@ class StopOffsetStore:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(
-            {**_producer_settings(self._client_config),
+            {**non_consumer_settings(self._client_config),
              "socket.timeout.ms": int(self._timeout_s * 1000)}
         )
         request = NewTopic(
@@ -312,7 +313,7 @@ class StopOffsetStore:
     def _write(self, key: str, value: Optional[bytes]) -> None:
         producer = Producer(
             {
-                **_producer_settings(self._client_config),
+                **non_consumer_settings(self._client_config),
                 "acks": "all",
                 "linger.ms": 0,
                 "enable.idempotence": False,
@@ -336,14 +337,6 @@ class StopOffsetStore:
             )
 
 
-_CONSUMER_ONLY = ("fetch.", "isolation.level", "queued.", "check.crcs", "max.poll.interval.ms",
-                  "session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy",
-                  "group.", "auto.commit", "enable.auto", "enable.partition.eof")
-
-
-def _producer_settings(client_config: Mapping[str, str]) -> dict[str, str]:
-    """The query's client settings minus consumer-only ones (librdkafka warns about them)."""
-    return {k: v for k, v in client_config.items() if not k.startswith(_CONSUMER_ONLY)}
 
 # ------------------------------------------------------------------ reset path
 
