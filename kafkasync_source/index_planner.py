@@ -365,7 +365,7 @@ def plan_from_index(
         if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
             top = bound if bound is not None else max(maxima[tp] for tp in ready)
             limited, levels = _rate_limited(ends, windows, top, limits, index)
-            times = {tp: times[tp] if limited[tp] == ends[tp] else levels[tp] for tp in ready}
+            times = {tp: maxima[tp] if limited[tp] == windows[tp].end else levels[tp] for tp in ready}
             ends = limited
         ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
     if not any(end > windows[tp].start for tp, end in ends.items()):
@@ -389,8 +389,6 @@ def plan_from_index(
         stream_time=stream_time,
         enforced=enforced,
         idle_since=next_idle_since,
-        # max.task.idle.ms=-1 where the index could not tell the time the ranges reach.
-        moves_over_gap=stream_time is None and bool(ends),
     )
 
 
@@ -399,21 +397,10 @@ def _times_reached(
     ends: Mapping[TopicPartition, int], index: _Index,
 ) -> dict[TopicPartition, int]:
     """``max.task.idle.ms=-1``: the largest timestamp each partition's range reaches, for its
-    partition time and the batch's stream time. The ends do not depend on it, so a partition
-    the index cannot answer for keeps its partition time instead of failing the plan."""
+    partition time and the batch's stream time (the fetch path knows it from the records).
+    The ends need no timestamp, but a partition time must not be silently wrong: where the
+    index cannot tell it, the fetch path plans the batch."""
     taking = {tp: end for tp, end in ends.items() if end > windows[tp].start}
-    while True:
-        try:
-            return _largest_in_ranges(states, windows, taking, index)
-        except IndexCannotAnswer as unanswered:
-            taking = {tp: end for tp, end in taking.items() if tp not in unanswered.reasons}
-
-
-def _largest_in_ranges(
-    states: Mapping[TopicPartition, IndexedPartition], windows: Mapping[TopicPartition, _Window],
-    taking: Mapping[TopicPartition, int], index: _Index,
-) -> dict[TopicPartition, int]:
-    """The largest timestamp in each ``[start, taking[tp])``."""
     maxima = _window_maxima(states, {tp: windows[tp] for tp in taking}, index)
     partial = {tp: end for tp, end in taking.items() if end < windows[tp].end}
     if not partial:

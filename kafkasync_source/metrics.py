@@ -53,11 +53,14 @@ def live_report(
     *,
     group_commit_failures: int,
     emit_event_time_lag_ms: Optional[int] = None,
+    planning: Optional[str] = None,
 ) -> dict[str, Any]:
     """The ``reportLatestOffset()`` payload for the latest planning decision.
 
     JSON primitives only (Spark's requirement); unknown numbers are -1.
-    ``emit_event_time_lag_ms``: see :func:`emit_event_time_lag_ms`.
+    ``emit_event_time_lag_ms``: see :func:`emit_event_time_lag_ms`. ``planning``: the path
+    that made the decision, ``timeIndex`` (the driver read no record: ``buffered`` is 0) or
+    ``fetch``; it is shown for the query and for each partition.
     """
     report: dict[str, Any] = {
         REPORT_MARKER: 1,
@@ -67,6 +70,7 @@ def live_report(
         "waitingOn": [],
         "groupCommitFailuresTotal": group_commit_failures,
         "emitEventTimeLagMs": _UNKNOWN if emit_event_time_lag_ms is None else emit_event_time_lag_ms,
+        "planning": planning,
         "partitions": {},
     }
     if cut is None:
@@ -83,6 +87,8 @@ def live_report(
             "state": decision.status.value,
             "idleDeadline": _UNKNOWN if decision.idle_deadline is None else decision.idle_deadline,
         }
+        if planning is not None:
+            entry["planning"] = planning
         report["partitions"].setdefault(tp.topic, {})[str(tp.partition)] = entry
     lags = [entry["lag"] for entries in report["partitions"].values() for entry in entries.values()]
     report.update(offsets_behind_latest(lags))

@@ -78,6 +78,12 @@ class KafkaSyncDataSource(DataSource):
                                       durable
     autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
                                       autostop   created (1 partition, compact) if missing
+    planningMode                      auto       where the driver learns timestamps: ``auto``
+                                                 from the brokers' time index (ListOffsets,
+                                                 no record read) where it answers exactly,
+                                                 else by fetching them for that batch;
+                                                 ``timeIndex`` the index only (fails naming
+                                                 why); ``fetch`` always fetch
     kafka.isolation.level             read_un-   ``read_uncommitted`` as format("kafka")'s Java
                                       committed  consumer (not librdkafka's read_committed
                                                  default); with ``read_committed`` lag is

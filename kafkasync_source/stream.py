@@ -35,10 +35,16 @@ from kafkasync_source.bounded_run import (
 )
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
+from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
 from kafkasync_source.metrics import emit_event_time_lag_ms, live_report
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.options import KafkaSyncOptionError, SourceOptions
+from kafkasync_source.options import (
+    PLANNING_FETCH,
+    PLANNING_TIME_INDEX,
+    KafkaSyncOptionError,
+    SourceOptions,
+)
 from kafkasync_source.planner import (
     NO_TIMESTAMP,
     WAIT_FOREVER,
@@ -49,6 +55,7 @@ from kafkasync_source.planner import (
     plan_batch,
 )
 from kafkasync_source.rate_limit import TriggerDelay
+from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 
@@ -71,11 +78,16 @@ class SyncDriver:
     def __init__(self, options: SourceOptions, clock: Callable[[], int] = wall_clock_ms) -> None:
         self._options = options
         self._clock = clock
-        self._fetcher = DriverFetcher(
-            options.client_config,
-            buffer_capacity=options.buffer_capacity,
-            fail_on_data_loss=options.fail_on_data_loss,
+        self._fetcher: Optional[DriverFetcher] = None  # started on the first fetch-path batch
+        self._time_index = (
+            None if options.planning_mode == PLANNING_FETCH
+            else TimeIndexPath(TimeIndexReader(options.client_config, **options.offset_reader_settings()))
         )
+        self._fetch_until_batch = False
+        """After the index could not answer: plan from fetched records until a batch is cut."""
+        self._fallbacks_logged: set[tuple[TopicPartition, str]] = set()
+        self.planning: Optional[str] = None
+        """The path that planned the latest decision: ``timeIndex`` or ``fetch``."""
         rate = options.rate_limits
         self._trigger_delay = (
             TriggerDelay(rate.min_offsets_per_trigger, rate.max_trigger_delay_ms)
@@ -99,7 +111,10 @@ class SyncDriver:
         """When the latest batch was planned minus the stream time it reached (metrics)."""
 
     def close(self) -> None:
-        self._fetcher.close()
+        if self._fetcher is not None:
+            self._fetcher.close()
+        if self._time_index is not None:
+            self._time_index.reader.close()
         self._offset_reader.close()
         if self._group_committer is not None:
             self._group_committer.close()
@@ -108,7 +123,8 @@ class SyncDriver:
         """Live state of the latest planning decision, for ``reportLatestOffset``."""
         failures = self._group_committer.failures if self._group_committer else 0
         report = live_report(self.last_cut, self.last_states, group_commit_failures=failures,
-                             emit_event_time_lag_ms=self.emit_event_time_lag_ms)
+                             emit_event_time_lag_ms=self.emit_event_time_lag_ms,
+                             planning=self.planning)
         if self.delayed is not None:
             report["delayedBy"] = self.delayed
         return report
@@ -119,6 +135,14 @@ class SyncDriver:
 
     def initial_offset(self) -> SyncOffset:
         partitions = self._offset_reader.partitions(self._options.subscription, must_exist=True)
+        if self._time_index is not None and self._options.planning_mode == PLANNING_TIME_INDEX:
+            try:
+                self._time_index.check_answers(partitions)
+            except IndexCannotAnswer as cannot:
+                raise KafkaSyncOptionError(
+                    f"Option 'planningMode=timeIndex': {cannot}. Use planningMode=auto (plans "
+                    "from fetched timestamps where the index cannot answer) or fetch."
+                ) from None
         starts = self._offset_reader.starting_offsets(self._options, partitions)
         return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()})
 
@@ -150,29 +174,19 @@ class SyncDriver:
             # New partitions enter (and deleted ones leave) the offsets through a batch of
             # their own, so every later batch has a logged start for them (replays stay exact).
             return start.with_partitions(partitions)
-        moved_back = self._fetcher.logs_moved_back()
+        moved_back = self._fetcher.logs_moved_back() if self._fetcher is not None else {}
         if moved_back:
             restarted = start.with_partitions({**start.partitions, **_moved_back(start, moved_back)})
-            self._fetcher.position_at(restarted.next_offsets())
+            self._fetcher.position_at(restarted.next_offsets())  # type: ignore[union-attr]
             return restarted
         fetching = start.next_offsets() if stop_offsets is None else unfinished(start, stop_offsets)
-        self._fetcher.position_at(fetching)
-        partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
-        states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
-        if stop_offsets is not None:
-            states = bounded_states(start, states, stop_offsets)
-        # A bounded run must end, so minOffsetsPerTrigger never holds it back (Spark's
-        # ReadMinRows docs leave that case to the source).
-        if not read_all and stop_offsets is None and self._delay_batch(states):
-            self.last_cut, self.last_states = None, states
+        limits = self._batch_limits(start, read_all)
+        planned = self._plan_from_index(start, stop_offsets, read_all, limits)
+        if planned is None:
+            planned = self._plan_from_fetch(start, fetching, stop_offsets, read_all, limits)
+        if planned is _DELAYED:
             return start
-        cut = plan_batch(
-            states,
-            now_ms=self._clock(),
-            max_task_idle_ms=self._options.max_task_idle_ms,
-            idle_since=self._idle_since,
-            limits=self._batch_limits(start, read_all),
-        )
+        cut, states = planned
         self._idle_since = dict(cut.idle_since)
         self.last_cut, self.last_states = cut, states
         if not cut.has_batch:
@@ -186,18 +200,103 @@ class SyncDriver:
                 ", ".join(f"{tp.topic}-{tp.partition}" for tp in cut.given_up),
                 self._options.max_task_idle_ms,
             )
+        # The driver sees records only on the fetch path (see README, "Planning paths").
+        late = _late_records(cut, states, start.stream_time) if self.planning == PLANNING_FETCH else 0
         end = SyncOffset(
             partitions={
                 tp: PartitionOffset(decision.end, decision.partition_time)
                 for tp, decision in cut.partitions.items()
             },
-            stream_time=max(start.stream_time, cut.stream_time or NO_TIMESTAMP),
+            stream_time=max(start.stream_time, NO_TIMESTAMP if cut.stream_time is None else cut.stream_time),
             enforced_processing_total=start.enforced_processing_total + int(cut.enforced),
-            late_records_total=start.late_records_total + _late_records(cut, states, start.stream_time),
+            late_records_total=start.late_records_total + late,
         )
-        self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})
+        if self.planning == PLANNING_FETCH:
+            self._fetch_until_batch = False
+            self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})  # type: ignore[union-attr]
         self.emit_event_time_lag_ms = emit_event_time_lag_ms(self._clock(), end.stream_time)
         return end
+
+    def _plan_from_index(
+        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]],
+        read_all: bool, limits: BatchLimits,
+    ) -> Any:
+        """The cut from the brokers' time index, ``_DELAYED``, or None where the index cannot
+        answer (``planningMode=auto``: the fetch path plans this batch, the reason is logged
+        once per partition and reason)."""
+        if self._time_index is None or self._fetch_until_batch:
+            return None
+        try:
+            indexed = self._time_index.observe(start, stop_offsets)
+            states = self._time_index.report_states(indexed)
+            if self._delayed(states, read_all, stop_offsets):
+                return _DELAYED
+            cut = plan_from_index(
+                indexed, self._time_index.reader.first_offsets, now_ms=self._clock(),
+                max_task_idle_ms=self._options.max_task_idle_ms, idle_since=self._idle_since,
+                limits=limits,
+            )
+        except IndexCannotAnswer as cannot:
+            self._fall_back(cannot)
+            return None
+        if self._fetcher is not None:
+            self._fetcher.position_at({})  # the driver stops fetching records
+        self.planning = PLANNING_TIME_INDEX
+        return cut, states
+
+    def _fall_back(self, cannot: IndexCannotAnswer) -> None:
+        if self._options.planning_mode == PLANNING_TIME_INDEX:
+            raise KafkaSyncPlanningError(
+                f"kafkasync (planningMode=timeIndex): the brokers' time index cannot give the "
+                f"exact cut: {cannot}. Use planningMode=auto to plan such batches from fetched "
+                "timestamps."
+            )
+        self._fetch_until_batch = True
+        for tp, why in sorted(cannot.reasons.items()):
+            kind = why.split(" (", 1)[0].split(",", 1)[0]
+            if (tp, kind) not in self._fallbacks_logged:
+                self._fallbacks_logged.add((tp, kind))
+                logger.info("kafkasync: planning from fetched timestamps: the time index cannot "
+                            "answer for %s-%d: %s", tp.topic, tp.partition, why)
+
+    def _plan_from_fetch(
+        self, start: SyncOffset, fetching: Mapping[TopicPartition, int],
+        stop_offsets: Optional[Mapping[TopicPartition, int]], read_all: bool, limits: BatchLimits,
+    ) -> Any:
+        """The cut from the records the driver fetched, or ``_DELAYED``."""
+        if self._fetcher is None:
+            self._fetcher = DriverFetcher(
+                self._options.client_config,
+                buffer_capacity=self._options.buffer_capacity,
+                fail_on_data_loss=self._options.fail_on_data_loss,
+            )
+        self.planning = PLANNING_FETCH
+        self._fetcher.position_at(fetching)
+        partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
+        states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
+        if stop_offsets is not None:
+            states = bounded_states(start, states, stop_offsets)
+        if self._delayed(states, read_all, stop_offsets):
+            return _DELAYED
+        cut = plan_batch(
+            states,
+            now_ms=self._clock(),
+            max_task_idle_ms=self._options.max_task_idle_ms,
+            idle_since=self._idle_since,
+            limits=limits,
+        )
+        return cut, states
+
+    def _delayed(
+        self, states: Mapping[TopicPartition, PartitionState], read_all: bool,
+        stop_offsets: Optional[Mapping[TopicPartition, int]],
+    ) -> bool:
+        # A bounded run must end, so minOffsetsPerTrigger never holds it back (Spark's
+        # ReadMinRows docs leave that case to the source).
+        if read_all or stop_offsets is not None or not self._delay_batch(states):
+            return False
+        self.last_cut, self.last_states = None, dict(states)
+        return True
 
     def _delay_batch(self, states: Mapping[TopicPartition, PartitionState]) -> bool:
         """minOffsetsPerTrigger / maxTriggerDelay, as format("kafka")'s delayBatch: the new
@@ -283,6 +382,14 @@ class SyncDriver:
                 message + " Set failOnDataLoss=false to drop deleted partitions and continue."
             )
         logger.warning("%s Dropping them (failOnDataLoss=false).", message)
+
+
+_DELAYED = object()
+"""minOffsetsPerTrigger holds the batch back (SyncDriver._delayed)."""
+
+
+class KafkaSyncPlanningError(RuntimeError):
+    """``planningMode=timeIndex`` met a batch only reading records can cut exactly."""
 
 
 def _moved_back(

@@ -215,8 +215,10 @@ def test_wait_forever_never_enforces_and_shows_why_it_waits(spark, kafka_cluster
                                                             tmp_path, listener):
     topic = topic_factory(2)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(5)])
+    # "buffered" counts the driver's fetched records: the fetch path's (the time-index path
+    # reads none, and plans this wait without them).
     query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp",
-                        **{"max.task.idle.ms": WAIT_FOREVER})
+                        **{"max.task.idle.ms": WAIT_FOREVER, "planningMode": "fetch"})
     try:
         metrics = wait_for(query, lambda: (m := listener.latest(query.id)) and m.waiting_on and
                            m.waiting_on[0][1] == "idle-waiting" and m)

@@ -1,0 +1,218 @@
+"""Driver side: ask the brokers' ListOffsets what the time-index planning path needs.
+
+:mod:`kafkasync_source.index_planner` is pure; this is its broker-facing half, the second
+provider of the planner's input beside :class:`~kafkasync_source.fetcher.DriverFetcher`. One
+AdminClient ``list_offsets`` call sends one ListOffsets request per partition leader
+(librdkafka groups the partitions by leader), with the query's isolation level, so under
+read_committed "latest" is the last stable offset and no answer lies past it
+(``ReplicaManager.fetchOffset`` answers -1 for a found offset at or past the last fetchable
+one).
+
+A trigger costs, in rounds of ListOffsets requests (each one request per leader):
+
+* 2: latest, then max_timestamp (``OffsetSpec.max_timestamp()``, KIP-734) — in that order, so
+  a record produced in between can only put the largest timestamp past the window (then
+  searched for), never leave a newer one unseen inside it;
+* +1 where the cut falls inside some partition (``for_timestamp(T + 1)``);
+* +log2(span) where a search is needed: ``maxOffsetsPerTrigger`` (over the stream-time
+  span of the batch), ``maxEventTimePerTrigger`` across a gap, a partition whose largest
+  record lies past the window (a live stream that grew between the first two requests,
+  a stop offset, an open transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Mapping, Optional
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+import numpy as np
+
+from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition
+from kafkasync_source.offsets import SyncOffset
+from kafkasync_source.options import non_consumer_settings
+from kafkasync_source.planner import PartitionState, TopicPartition
+
+logger = logging.getLogger(__name__)
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+_REQUEST_TIMEOUT_S = 30.0
+_UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE,
+                          KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
+"""Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
+v0): the planning falls back to the fetch path instead of retrying."""
+
+class TimeIndexReader:
+    """ListOffsets look-ups for a query's partitions; counts its rounds for metrics."""
+
+    def __init__(self, client_config: Mapping[str, str], *, retries: int = 3,
+                 retry_interval_ms: int = 1000) -> None:
+        read_committed = client_config.get("isolation.level") == "read_committed"
+        self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
+                           else IsolationLevel.READ_UNCOMMITTED)
+        self._admin = AdminClient(non_consumer_settings(client_config))
+        self._retries = retries
+        self._retry_interval_s = retry_interval_ms / 1000
+        self.rounds = 0
+        """ListOffsets rounds since the query started (each: one request per leader)."""
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+        """The readable end of each partition."""
+        answers = self._list(dict.fromkeys(partitions, OffsetSpec.latest()), "the latest offsets")
+        return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+        """The log start of each partition."""
+        answers = self._list(dict.fromkeys(partitions, OffsetSpec.earliest()), "the earliest offsets")
+        return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
+
+    def largest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """(timestamp, offset) of each partition's largest timestamp; None where the broker
+        has none below the readable end (or answers -1, as the embedded cluster always does)."""
+        answers = self._list(dict.fromkeys(partitions, OffsetSpec.max_timestamp()),
+                             "the largest timestamps")
+        return {
+            tp: None if answer is None or answer[0] < 0 or answer[1] < 0 else (answer[1], answer[0])
+            for tp, answer in answers.items()
+        }
+
+    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        """:data:`~kafkasync_source.index_planner.FirstOffsets`: the first offset whose
+        timestamp is >= the time, None where none lies below the readable end."""
+        answers = self._list({tp: OffsetSpec.for_timestamp(t) for tp, t in times.items()},
+                             "offsets by time")
+        return {tp: None if answer is None or answer[0] < 0 else answer[0]
+                for tp, answer in answers.items()}
+
+    def close(self) -> None:
+        """AdminClient has no close(); dropping the reference destroys the handle."""
+        self._admin = None  # type: ignore[assignment]
+
+    def _list(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """``(offset, timestamp)`` per partition through one list_offsets call, retried after
+        retriable errors (``fetchOffset.numRetries`` / ``retryIntervalMs``)."""
+        if not specs:
+            return {}
+        began = time.monotonic()
+        attempts = 0
+        while True:
+            attempts += 1
+            self.rounds += 1
+            answers, failures = self._list_once(specs)
+            if not failures:
+                return answers
+            unsupported = {tp: error for tp, error in failures.items() if error.code() in _UNSUPPORTED}
+            if unsupported:
+                raise IndexCannotAnswer({tp: f"the broker cannot answer {what} ({error.str()})"
+                                         for tp, error in unsupported.items()})
+            if attempts > self._retries or not all(_retriable(e) for e in failures.values()):
+                names = ", ".join(f"{tp.topic}-{tp.partition}: {error.str()}"
+                                  for tp, error in sorted(failures.items()))
+                raise KafkaException(KafkaError(
+                    KafkaError._FAIL,
+                    f"kafkasync: could not read {what} in {attempts} attempt(s) over "
+                    f"{time.monotonic() - began:.0f} s (fetchOffset.numRetries={self._retries}, "
+                    f"fetchOffset.retryIntervalMs={int(self._retry_interval_s * 1000)}): {names}",
+                ))
+            logger.info("kafkasync: reading %s failed for %d partition(s); retrying in %.1f s",
+                        what, len(failures), self._retry_interval_s)
+            time.sleep(self._retry_interval_s)
+
+    def _list_once(self, specs: Mapping[TopicPartition, Any]) -> tuple[
+            dict[TopicPartition, Optional[tuple[int, int]]], dict[TopicPartition, KafkaError]]:
+        futures = self._admin.list_offsets(
+            {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()},
+            isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT_S,
+        )
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        failures: dict[TopicPartition, KafkaError] = {}
+        for kafka_tp, future in futures.items():
+            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+            try:
+                result = future.result()
+            except KafkaException as err:
+                error = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
+                failures[tp] = error
+                continue
+            answers[tp] = (result.offset, result.timestamp)
+        return answers, failures
+
+
+def _retriable(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in (
+        KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN, KafkaError.OFFSET_NOT_AVAILABLE,
+    )
+
+
+
+class TimeIndexPath:
+    """The planner's input from the brokers' index: :class:`IndexedPartition` per partition
+    of a batch's start, read with two ListOffsets rounds (see the module docstring)."""
+
+    def __init__(self, reader: TimeIndexReader) -> None:
+        self.reader = reader
+
+    def observe(
+        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
+    ) -> dict[TopicPartition, IndexedPartition]:
+        """What the brokers say now of every partition of ``start``. In a bounded run,
+        partitions at or past their stop offset (or outside the run) are FINISHED unasked."""
+        active = [
+            tp for tp, position in start.partitions.items()
+            if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
+        ]
+        latest = self.reader.latest(active)
+        largest = self.reader.largest(active)  # after latest: see the module docstring
+        moved_back = {
+            tp: f"its log now ends at offset {end}, below the position "
+                f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
+            for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
+        }
+        if moved_back:
+            raise IndexCannotAnswer(moved_back)
+        states = {}
+        for tp, position in start.partitions.items():
+            offset = position.next_offset
+            if tp in latest:
+                stop = None if stop_offsets is None else stop_offsets[tp]
+                states[tp] = IndexedPartition(offset, latest[tp], largest.get(tp), position.partition_time, stop)
+            else:
+                states[tp] = IndexedPartition(offset, None, None, position.partition_time, stop_offset=offset)
+        return states
+
+    def check_answers(self, partitions: list[TopicPartition]) -> None:
+        """``planningMode=timeIndex`` at query start: fail, naming the partition, if the
+        brokers answer no largest timestamp for a partition that holds records (a broker
+        without KIP-734, or one that answers -1 to every time look-up)."""
+        earliest = self.reader.earliest(partitions)
+        latest = self.reader.latest(partitions)
+        largest = self.reader.largest(partitions)
+        silent = {
+            tp: f"the brokers answer no largest timestamp (ListOffsets max_timestamp, KIP-734, "
+                f"Kafka >= 3.0) although offsets [{earliest[tp]}, {latest[tp]}) hold records"
+            for tp in partitions
+            if largest.get(tp) is None and earliest.get(tp) is not None
+            and latest.get(tp) is not None and latest[tp] > earliest[tp]  # type: ignore[operator]
+        }
+        if silent:
+            raise IndexCannotAnswer(silent)
+
+    @staticmethod
+    def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
+        """The index's view as the live report and bounded runs read a fetch path's state:
+        nothing buffered, the readable end as the end offset."""
+        return {
+            tp: PartitionState(
+                start=state.start, offsets=_EMPTY, timestamps=_EMPTY, position=state.start,
+                end_offset=state.end_offset, partition_time=state.partition_time,
+                stop_offset=state.stop_offset,
+            )
+            for tp, state in states.items()
+        }

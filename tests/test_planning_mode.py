@@ -1,0 +1,106 @@
+"""planningMode on the embedded cluster, which answers -1 to every time look-up.
+
+The cluster cannot give the time-index path what it needs, so ``auto`` must plan from fetched
+timestamps (and say so, once, and in the live report), ``timeIndex`` must refuse the query at
+its start naming the partition and why, and ``fetch`` never asks the index. The index path
+itself is proven on a model broker (test_index_planner.py) and on a real broker
+(integration/).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from kafkasync_source.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.schema import kafka_schema
+from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.testing import Record
+from kafkasync_source.time_index import TimeIndexReader
+from kafkasync_source.planner import TopicPartition
+
+BASE_TS = 1_700_000_000_000
+
+
+def reader_for(cluster, topic, **options) -> KafkaSyncStreamReader:
+    parsed = parse_options(
+        {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+         "startingOffsets": "earliest", **{k: str(v) for k, v in options.items()}},
+        streaming=True,
+    )
+    return KafkaSyncStreamReader(parsed, kafka_schema(False))
+
+
+def first_batch(reader, timeout: float = 30.0) -> dict:
+    start = reader.initialOffset()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        end = reader.latestOffset(start, None)
+        if end != start:
+            return end
+        time.sleep(0.05)
+    raise AssertionError(f"no batch within {timeout} s: {reader.reportLatestOffset()}")
+
+
+@pytest.fixture
+def backlog(kafka_cluster, topic_factory):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(40)])
+    return topic
+
+
+def test_the_embedded_cluster_answers_no_time_look_up(kafka_cluster, backlog):
+    reader = TimeIndexReader({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    partitions = [TopicPartition(backlog, 0), TopicPartition(backlog, 1)]
+    assert reader.latest(partitions) == {partitions[0]: 20, partitions[1]: 20}
+    assert reader.largest(partitions) == {partitions[0]: None, partitions[1]: None}
+    assert reader.first_offsets({partitions[0]: BASE_TS}) == {partitions[0]: None}
+    assert reader.rounds == 3
+
+
+def test_auto_plans_from_fetched_timestamps_and_says_why_once(kafka_cluster, backlog, caplog):
+    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    reader = reader_for(kafka_cluster, backlog)
+    try:
+        end = first_batch(reader)
+        report = reader.reportLatestOffset()
+    finally:
+        reader.stop()
+    # Synchronized over every fetched record: partition 0 ends at BASE_TS + 38, so partition 1
+    # stops before its last record (BASE_TS + 39).
+    assert end["topics"][backlog] == {"0": {"offset": 20, "partitionTime": BASE_TS + 38},
+                                      "1": {"offset": 19, "partitionTime": BASE_TS + 37}}
+    assert report["planning"] == "fetch"
+    assert {entry["planning"] for entry in report["partitions"][backlog].values()} == {"fetch"}
+    reasons = [r.getMessage() for r in caplog.records if "time index cannot answer" in r.getMessage()]
+    assert len(reasons) == 2 and all("does not answer timestamp look-ups" in r for r in reasons)
+
+
+def test_time_index_only_refuses_a_cluster_without_time_look_ups(kafka_cluster, backlog):
+    reader = reader_for(kafka_cluster, backlog, planningMode="timeIndex")
+    try:
+        with pytest.raises(KafkaSyncOptionError, match=(
+                rf"planningMode=timeIndex.*{backlog}-0: the brokers answer no largest timestamp "
+                r".*offsets \[0, 20\) hold records")):
+            reader.initialOffset()
+    finally:
+        reader.stop()
+
+
+def test_fetch_mode_never_asks_the_index(kafka_cluster, backlog, caplog):
+    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    reader = reader_for(kafka_cluster, backlog, planningMode="FETCH")
+    try:
+        first_batch(reader)
+        assert reader.reportLatestOffset()["planning"] == "fetch"
+    finally:
+        reader.stop()
+    assert not [r for r in caplog.records if "time index" in r.getMessage()]
+
+
+def test_planning_mode_must_be_one_of_three():
+    with pytest.raises(KafkaSyncOptionError, match="'planningMode' must be one of auto, timeIndex, fetch; got 'index'"):
+        parse_options({"kafka.bootstrap.servers": "x:1", "subscribe": "t", "planningMode": "index"},
+                      streaming=True)
