@@ -81,7 +81,10 @@ class SyncDriver:
         self._fetcher: Optional[DriverFetcher] = None  # started on the first fetch-path batch
         self._time_index = (
             None if options.planning_mode == PLANNING_FETCH
-            else TimeIndexPath(TimeIndexReader(options.client_config, **options.offset_reader_settings()))
+            else TimeIndexPath(TimeIndexReader(
+                options.client_config, **options.offset_reader_settings(),
+                fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
+            ))
         )
         self._fetch_until_batch = False
         """After the index could not answer: plan from fetched records until a batch is cut."""

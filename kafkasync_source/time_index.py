@@ -41,7 +41,9 @@ logger = logging.getLogger(__name__)
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
-_REQUEST_TIMEOUT_S = 30.0
+_REQUEST_TIMEOUT_S = 5.0
+"""A healthy broker answers ListOffsets in milliseconds; a deleted topic or a broker that is
+down makes librdkafka wait for the whole timeout."""
 _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE,
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
@@ -51,12 +53,17 @@ class TimeIndexReader:
     """ListOffsets look-ups for a query's partitions; counts its rounds for metrics."""
 
     def __init__(self, client_config: Mapping[str, str], *, retries: int = 3,
-                 retry_interval_ms: int = 1000) -> None:
+                 retry_interval_ms: int = 1000, fall_back_on_failure: bool = False) -> None:
+        """``fall_back_on_failure`` (``planningMode=auto``): a failed look-up is not retried
+        but raises :class:`IndexCannotAnswer`, so that the batch is planned from fetched
+        records, whose errors (a deleted topic, lost records, an unreachable cluster) the
+        fetch path reports. Otherwise it is retried ``retries`` times."""
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
         self._admin = AdminClient(non_consumer_settings(client_config))
-        self._retries = retries
+        self._retries = 0 if fall_back_on_failure else retries
+        self._fall_back_on_failure = fall_back_on_failure
         self._retry_interval_s = retry_interval_ms / 1000
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
@@ -110,6 +117,9 @@ class TimeIndexReader:
             if unsupported:
                 raise IndexCannotAnswer({tp: f"the broker cannot answer {what} ({error.str()})"
                                          for tp, error in unsupported.items()})
+            if self._fall_back_on_failure:
+                raise IndexCannotAnswer({tp: f"the ListOffsets look-up of {what} failed ({error.str()})"
+                                         for tp, error in failures.items()})
             if attempts > self._retries or not all(_retriable(e) for e in failures.values()):
                 names = ", ".join(f"{tp.topic}-{tp.partition}: {error.str()}"
                                   for tp, error in sorted(failures.items()))

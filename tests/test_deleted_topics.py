@@ -24,9 +24,12 @@ BASE_TS = 1_700_000_000_000
 
 
 def driver_for(cluster, **extra):
+    """A driver on the fetch path: these tests watch its fetcher's buffers (the time-index
+    path, which the embedded cluster cannot serve, is covered in test_planning_mode.py)."""
     options = parse_options(
         {"kafka.bootstrap.servers": cluster.bootstrap_servers, "startingOffsets": "earliest",
-         "kafka.fetch.wait.max.ms": "20", **{k: str(v) for k, v in extra.items()}},
+         "kafka.fetch.wait.max.ms": "20", "planningMode": "fetch",
+         **{k: str(v) for k, v in extra.items()}},
         streaming=True,
     )
     return SyncDriver(options)
