@@ -21,8 +21,9 @@ import time
 import numpy as np
 
 from benchmarks.workloads import BASE_TS, produce_uniform
+from kafkasync_source.index_planner import IndexedPartition, plan_from_index
 from kafkasync_source.options import parse_options
-from kafkasync_source.planner import PartitionState, TopicPartition, plan_batch
+from kafkasync_source.planner import BatchLimits, PartitionState, TopicPartition, plan_batch
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
 
@@ -68,6 +69,45 @@ def pure_planner_ms(partitions: int) -> float:
         lambda: plan_batch(states, now_ms=now, max_task_idle_ms=0, idle_since={}),
         reps=max(5, 400 // partitions),
     )
+
+
+INDEX_RECORDS_PER_PARTITION = 1_000_000
+"""The time-index path's cost does not grow with the backlog: a million records each."""
+
+
+def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
+    """``plan_from_index`` alone (pure), at ``partitions`` partitions of a backlog the driver
+    never reads, answered by an in-memory index with Kafka's by-time semantics (the first
+    offset whose timestamp is >= t): milliseconds per plan without the round trips, and how
+    many ListOffsets rounds the plan asks for (the round trips a broker adds)."""
+    records = INDEX_RECORDS_PER_PARTITION
+    rates = {TopicPartition("bench", p): 10 + p % 7 for p in range(partitions)}  # ms per record
+
+    def first_offsets(times):
+        return {tp: (None if (t - BASE_TS + rates[tp] - 1) // rates[tp] >= records
+                     else max(0, (t - BASE_TS + rates[tp] - 1) // rates[tp])) for tp, t in times.items()}
+
+    states = {tp: IndexedPartition(start=0, end_offset=records,
+                                   largest=(BASE_TS + (records - 1) * rate, records - 1))
+              for tp, rate in rates.items()}
+    limits = BatchLimits(max_records=max_records, previous_stream_time=BASE_TS - 1)
+    rounds = []
+
+    def counted(times):
+        rounds.append(1)
+        return first_offsets(times)
+
+    now = int(time.time() * 1000)
+    cut = plan_from_index(states, counted, now_ms=now, max_task_idle_ms=0, idle_since={}, limits=limits)
+    assert cut.has_batch and 0 < cut.records < partitions * records, "expected a partial cut"
+    per_plan = len(rounds)
+    milliseconds = _median_ms(
+        lambda: plan_from_index(states, first_offsets, now_ms=now, max_task_idle_ms=0,
+                                idle_since={}, limits=limits),
+        reps=max(5, 400 // partitions),
+    )
+    # + latest and max_timestamp, the two rounds every trigger starts with (time_index.py).
+    return {"ms": milliseconds, "list_offsets_rounds": per_plan + 2}
 
 
 def _fill_synthetically(fetcher, partitions: int, buffered: int) -> dict:

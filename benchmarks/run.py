@@ -192,6 +192,11 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
             path = planner_bench.driver_path_ms(cluster, partitions, reps=args.driver_reps)
             results["driver_latest_offset_ms"][partitions] = path["latest_offset_ms"]
         results["driver_latest_offset_buffered_per_partition"] = planner_bench.DRIVER_RECORDS_PER_PARTITION
+        results["index_planner"] = {
+            partitions: {"no_limit": planner_bench.index_planner(partitions),
+                         "max_offsets_per_trigger": planner_bench.index_planner(partitions, max_records=100_000)}
+            for partitions in planner_bench.PARTITION_COUNTS
+        }
         _log("driver fetch rate (offsets and timestamps only)")
         results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
 
@@ -378,6 +383,13 @@ def markdown(results: dict[str, Any]) -> str:
         versus_row,
         f"| planner (`plan_batch`, full buffers: 32 MiB budget), ms at 8 / 64 / 512 partitions | "
         f"{ms(results['planner_ms'])} | | |",
+        "| time-index planner (`plan_from_index`, 1,000,000 records a partition, none read), "
+        "ms at 8 / 64 / 512 partitions, no limit / maxOffsetsPerTrigger=100,000; and ListOffsets "
+        "rounds per trigger | "
+        + " / ".join(f"{v['no_limit']['ms']:.1f}" for v in results["index_planner"].values()) + "; "
+        + " / ".join(f"{v['max_offsets_per_trigger']['ms']:.1f}" for v in results["index_planner"].values())
+        + f"; {results['index_planner'][512]['no_limit']['list_offsets_rounds']} / "
+        f"{results['index_planner'][512]['max_offsets_per_trigger']['list_offsets_rounds']} rounds | | |",
         f"| driver snapshot + plan, full buffers (synthetic), ms at 8 / 64 / 512 | "
         f"{ms(results['driver_snapshot_plan_full_ms'])} | | |",
         f"| driver `latestOffset()`, full buffers (synthetic), ms at 8 / 64 / 512 | "

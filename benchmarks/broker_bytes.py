@@ -1,0 +1,179 @@
+"""What reading a backlog once costs a real broker: bytes sent per payload byte, and seconds.
+
+Runs only when ``KAFKASYNC_BOOTSTRAP`` names a real broker (one broker: its port is the one
+sampled). On it, a fresh topic of 8 x 50,000 records of 1,000 B (400 MB of values, in-order
+timestamps near the present, ``retention.ms=-1``, every delivery report checked) is read once
+into the ``noop`` sink with ``trigger(availableNow=True)`` by
+
+* kafkasync, ``planningMode=timeIndex``: the driver reads no record;
+* kafkasync, ``planningMode=fetch``: the driver fetches every record's timestamp;
+* ``format("kafka")``, when ``KAFKASYNC_SPARK_KAFKA_JARS`` puts its connector on Spark's
+  classpath (``run.py`` does that when it starts Spark).
+
+Bytes the broker sent: ``bytes_sent`` of every TCP connection whose local port is the
+broker's (``ss -tin``, Linux tcp_info), sampled every 0.1 s while the query runs, the largest
+value seen per connection summed; a connection that closes between two samples loses at most
+its last 0.1 s. Payload bytes: keys and values of the records read.
+
+``python -m benchmarks.broker_bytes`` runs it alone (it starts its own Spark session).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from typing import Any, Optional
+
+PARTITIONS, RECORDS_PER_PARTITION, VALUE_BYTES, KEY_BYTES = 8, 50_000, 1_000, 8
+PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+_CONNECTION = re.compile(r"^\S+\s+\S+\s+\S+\s+(\S+)\s+(\S+)")
+_BYTES_SENT = re.compile(r"bytes_sent:(\d+)")
+
+
+class BrokerBytesSampler:
+    """Largest ``bytes_sent`` per TCP connection of a local port, sampled in a thread."""
+
+    def __init__(self, port: int, interval_s: float = 0.1) -> None:
+        self._port = port
+        self._interval_s = interval_s
+        self._sent: dict[tuple[str, str], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="broker-bytes", daemon=True)
+
+    def __enter__(self) -> "BrokerBytesSampler":
+        self._sample()  # connections open before the run: count only what they send from now
+        self._baseline = dict(self._sent)
+        self._sent.clear()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(sent - self._baseline.get(key, 0) for key, sent in self._sent.items())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        output = subprocess.run(
+            ["ss", "-tinH", "state", "established", f"( sport = :{self._port} )"],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        connection: Optional[tuple[str, str]] = None
+        for line in output.splitlines():
+            found = _CONNECTION.match(line)
+            if found and not line.startswith((" ", "\t")):
+                connection = (found.group(1), found.group(2))
+                continue
+            sent = _BYTES_SENT.search(line)
+            if connection is not None and sent:
+                self._sent[connection] = max(self._sent.get(connection, 0), int(sent.group(1)))
+                connection = None
+
+
+def skipped_because(spark: Any) -> Optional[str]:
+    if not os.environ.get("KAFKASYNC_BOOTSTRAP"):
+        return "KAFKASYNC_BOOTSTRAP (a real broker) is not set"
+    if subprocess.run(["ss", "-V"], capture_output=True).returncode != 0:
+        return "ss (iproute2) is not installed"
+    return None
+
+
+def _has_format_kafka(spark: Any) -> bool:
+    try:
+        spark._jvm.java.lang.Class.forName(PROVIDER)
+        return True
+    except Exception:
+        return False
+
+
+def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str]) -> int:
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
+    try:
+        query.awaitTermination()
+    except Exception as err:  # awaitTermination raises the query's exception
+        raise RuntimeError(f"{source} {options}: {err}") from err
+    return sum(p.numInputRows for p in query.recentProgress)
+
+
+def produce_backlog(bootstrap: str, topic: str) -> int:
+    """The backlog, stamped in the last hours (a Kafka 4 broker refuses future timestamps,
+    time retention is off). Returns the payload bytes."""
+    from kafkasync_source.testing import Record
+    from kafkasync_source.testing.broker import KafkaBroker
+
+    base = int(time.time() * 1000) - PARTITIONS * RECORDS_PER_PARTITION * 10 - 60_000
+    value = b"v" * VALUE_BYTES
+    with KafkaBroker(bootstrap) as broker:
+        broker.create_topic(topic, PARTITIONS)
+        broker.produce(topic, (Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
+                               for i in range(RECORDS_PER_PARTITION) for p in range(PARTITIONS)))
+    return PARTITIONS * RECORDS_PER_PARTITION * (VALUE_BYTES + KEY_BYTES)
+
+
+def compare(spark: Any) -> dict[str, Any]:
+    """Bytes per payload byte and seconds per variant, or ``{"skipped": reason}``."""
+    reason = skipped_because(spark)
+    if reason:
+        return {"skipped": reason}
+    bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    topic = f"kafkasync-bytes-{int(time.time())}"
+    payload = produce_backlog(bootstrap, topic)
+    variants = [("kafkasync timeIndex", "kafkasync", {"planningMode": "timeIndex"}),
+                ("kafkasync fetch", "kafkasync", {"planningMode": "fetch"})]
+    if _has_format_kafka(spark):
+        variants.append(('format("kafka")', "kafka", {}))
+    results: dict[str, Any] = {"broker": bootstrap, "payload_bytes": payload,
+                               "records": PARTITIONS * RECORDS_PER_PARTITION}
+    if not _has_format_kafka(spark):
+        results["format_kafka_skipped"] = "KAFKASYNC_SPARK_KAFKA_JARS is not set"
+    for label, source, options in variants:
+        with BrokerBytesSampler(port) as sampler:
+            started = time.perf_counter()
+            rows = _read_once(spark, bootstrap, topic, source, options)
+            seconds = time.perf_counter() - started
+        if rows != results["records"]:
+            raise RuntimeError(f"{label} read {rows} of {results['records']} records")
+        results[label] = {"seconds": seconds, "bytes_sent": sampler.bytes_sent,
+                          "bytes_per_payload_byte": sampler.bytes_sent / payload}
+    if 'format("kafka")' in results:
+        results["timeIndex_speed_vs_format_kafka"] = (
+            results['format("kafka")']["seconds"] / results["kafkasync timeIndex"]["seconds"])
+    return results
+
+
+def main() -> None:
+    import json
+
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName("kafkasync-broker-bytes")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
+    if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
+        builder = builder.config("spark.jars", os.environ["KAFKASYNC_SPARK_KAFKA_JARS"])
+    spark = builder.getOrCreate()
+    import kafkasync_source
+
+    kafkasync_source.register(spark)
+    try:
+        print(json.dumps(compare(spark), indent=2))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
