@@ -6,8 +6,13 @@ embedded cluster) before its first record. Spark reuses Python workers
 the next range of a partition continue with a consumer that is already positioned there, with
 records prefetched: what Spark's own ``KafkaDataConsumer`` cache does for format("kafka").
 
-Pooled consumers are keyed by (client configuration, topic, partition). The configuration
-may hold secrets: the key is never logged or shown. The pool is bounded (least recently used
+Pooled consumers are keyed by (client configuration, consumer scope, topic, partition). The
+scope is one value per query run or batch read (``KafkaRanges.consumer_scope``): a consumer
+kept from an earlier query stays bound to what it read, and when a topic had been deleted and
+recreated under the same name, such a consumer answered a new query's first range with a stale
+"offset out of range" for records that were all there (measured on Kafka 4.3: 3 of 5 tries).
+``format("kafka")`` keys its consumer cache by the query's group id for the same reason. The
+configuration may hold secrets: the key is never logged or shown. The pool is bounded (least recently used
 consumers are closed first), consumers idle longer than :data:`IDLE_TIMEOUT_S` are closed the
 next time the pool is used, and all are closed at interpreter exit.
 """

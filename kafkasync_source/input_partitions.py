@@ -48,6 +48,10 @@ class KafkaRanges(InputPartition):
     of one Kafka partition by ascending offset, so a pooled consumer continues where it was)."""
 
     ranges: tuple[KafkaRange, ...]
+    consumer_scope: str = ""
+    """Which executors' pooled consumers may read these ranges (consumer_pool.py): one value
+    per query run or batch read, so that a new query — after a topic was deleted and
+    recreated under the same name, say — never continues with a consumer of an earlier one."""
 
 
 def default_target_tasks() -> int:
@@ -66,6 +70,8 @@ def plan_input_partitions(
     max_records: int,
     min_partitions: Optional[int] = None,
     target_tasks: Optional[int] = None,
+    *,
+    consumer_scope: str = "",
 ) -> list[KafkaRanges]:
     """Input partitions for one batch.
 
@@ -90,7 +96,8 @@ def plan_input_partitions(
     if min_partitions is not None and len(pieces) < min_partitions:
         pieces = _split_to_min_partitions(pieces, min_partitions)
     pieces = [part for piece in pieces for part in _split_evenly(piece, math.ceil(piece.size / max_records))]
-    return _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records)
+    packed = _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records)
+    return [KafkaRanges(group.ranges, consumer_scope) for group in packed]
 
 
 def _split_to_min_partitions(pieces: list[KafkaRange], min_partitions: int) -> list[KafkaRange]:

@@ -81,8 +81,9 @@ class RangeReader:
         each with this worker's pooled consumer of its partition (see consumer_pool.py)."""
         config = self._consumer_config()
         frozen_config = tuple(sorted((key, str(value)) for key, value in config.items()))
+        scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
-            key = (frozen_config, kafka_range.topic, kafka_range.partition)
+            key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
             pooled = POOL.acquire(key, lambda: Consumer(config))
             completed = False
             try:
@@ -211,10 +212,18 @@ class RangeReader:
         return True
 
     def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
-        """The range's next offset is out of the log's range. Fail, or continue where it can."""
+        """The range's next offset is out of the log's range. Fail, or continue where it can.
+        Where the log holds every offset still to read, the error was stale (a fetch of a log
+        that has since been replaced): nothing is lost, the reader seeks again."""
         tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
         low, high = consumer.get_watermark_offsets(tp, timeout=10)
         lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
+        if lost_from >= resume:
+            logger.info("kafkasync: %s-%d: a fetch error said offset %d is out of range, but "
+                        "the log holds [%d, %d): seeking again.", kafka_range.topic,
+                        kafka_range.partition, next_offset, low, high)
+            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, next_offset)])
+            return next_offset
         self._data_lost(kafka_range, lost_from, resume, why)
         if resume < kafka_range.end:
             consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])

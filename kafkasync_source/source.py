@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from typing import Any, Iterator, Optional, Sequence
 
 from pyspark.sql import SparkSession
@@ -153,7 +155,8 @@ class KafkaSyncBatchReader(DataSourceReader):
                     f"before startingOffsets ({starts[tp]})."
                 )
         ranges = [(tp, starts[tp], ends[tp]) for tp in partitions]
-        return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions)
+        return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions,
+                                     consumer_scope=uuid.uuid4().hex)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaRanges)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -466,6 +467,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # PySpark 4.0/4.1 call latestOffset() without a start: the reader tracks it itself.
         self._last_end: Optional[dict] = None
         self._unconfirmed_plan: Optional[tuple[dict, dict]] = None  # (start planned from, end)
+        self._consumer_scope: Optional[str] = None
 
     def __getstate__(self) -> dict:
         # The reader is pickled to executors for read(): never ship the driver's consumer.
@@ -541,8 +543,11 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             (tp, begin.partitions.get(tp, position).next_offset, position.next_offset)
             for tp, position in sorted(finish.partitions.items())
         ]
+        if self._consumer_scope is None:
+            self._consumer_scope = uuid.uuid4().hex  # this query run's executor consumers
         return plan_input_partitions(
-            ranges, self._options.max_records_per_partition, self._options.min_partitions
+            ranges, self._options.max_records_per_partition, self._options.min_partitions,
+            consumer_scope=self._consumer_scope,
         )
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:

@@ -184,6 +184,32 @@ def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory
     assert (pool.created, pool.reused) == (1, 3)
 
 
+def test_a_new_query_never_continues_with_an_earlier_querys_consumer(kafka_cluster, topic_factory, pool):
+    """The defect seen on Kafka 4.3: a topic deleted and recreated under the same name between
+    two queries of one application, and the second query's first range failed on a stale
+    "offset out of range" of the first query's pooled consumer. Consumers are now scoped to a
+    query run (KafkaRanges.consumer_scope)."""
+    from kafkasync_source.input_partitions import KafkaRanges
+
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"old") for i in range(100)])
+    reader = reader_for(kafka_cluster, topic)
+    first = KafkaRanges((KafkaRange(topic, 0, 0, 100),), consumer_scope="query-1")
+    assert [r["offset"] for b in reader.read(first) for r in b.to_pylist()] == list(range(100))
+    kafka_cluster.delete_topic(topic)
+    kafka_cluster.create_topic(topic, 1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"new") for i in range(100)])
+    second = KafkaRanges((KafkaRange(topic, 0, 0, 100),), consumer_scope="query-2")
+    rows = [r for b in reader.read(second) for r in b.to_pylist()]
+    assert [r["offset"] for r in rows] == list(range(100)) and {r["value"] for r in rows} == {b"new"}
+    assert (pool.created, pool.reused) == (2, 0)
+    # Within one query run the consumer is reused, as before.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 200, None, b"next")])
+    more = KafkaRanges((KafkaRange(topic, 0, 100, 101),), consumer_scope="query-2")
+    assert [r["offset"] for b in reader.read(more) for r in b.to_pylist()] == [100]
+    assert pool.reused == 1
+
+
 def test_records_past_a_range_end_are_kept_for_the_next_range(kafka_cluster, topic_factory, pool):
     """A transaction marker ends [0, 6) through the record at 6, which is consumed already:
     the next range starts with it, and ranges still stop at gaps."""
