@@ -1,14 +1,23 @@
 """Integration tests against a real Kafka broker.
 
 Where the broker comes from, in order:
-  1. ``KAFKASYNC_BOOTSTRAP=host:port`` (e.g. ``docker compose up -d --wait`` and
-     ``KAFKASYNC_BOOTSTRAP=localhost:9092``);
-  2. a throw-away ``apache/kafka`` container started with testcontainers, when a
+  1. ``KAFKASYNC_BOOTSTRAP=host:port``: a running broker (e.g. ``docker compose up -d --wait``
+     and ``KAFKASYNC_BOOTSTRAP=localhost:9092``);
+  2. ``KAFKA_HOME``: an Apache Kafka installation (3.7 or newer, e.g. an unpacked binary
+     download): the suite formats a single-node KRaft broker in a temporary directory on free
+     loopback ports, starts it, and stops it and removes its data at the end
+     (kafkasync_source/testing/kafka_home.py);
+  3. a throw-away ``apache/kafka`` container started with testcontainers, when a
      Docker engine answers;
-  3. otherwise every test here is skipped, with the reason printed.
+  4. otherwise every test here is skipped, with the reason printed.
+
+Tests that stop and restart a broker, or need SASL users, run only with ``KAFKA_HOME`` (the
+``kafka_home_broker`` factory); elsewhere they are skipped, saying so.
 
 Fixtures:
     bootstrap_servers   session-scoped "host:port"
+    kafka_home_broker   ``kafka_home_broker(sasl=None) -> KafkaHomeBroker``: a broker of its
+                        own for the test, started; closed at the end of the test
     admin               session-scoped confluent_kafka AdminClient
     topic_factory       ``topic_factory(partitions=1) -> name``: creates a unique
                         topic with ``retention.ms=-1`` (records stamped in the past
@@ -37,9 +46,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 KAFKA_IMAGE = os.environ.get("KAFKASYNC_KAFKA_IMAGE", "apache/kafka:4.0.0")
 NO_BROKER = (
-    "no Kafka broker: set KAFKASYNC_BOOTSTRAP=host:port "
-    "or start a Docker engine (docker compose up -d)"
+    "no Kafka broker: set KAFKASYNC_BOOTSTRAP=host:port, or KAFKA_HOME to an Apache Kafka "
+    "installation (3.7+), or start a Docker engine (docker compose up -d)"
 )
+NO_KAFKA_HOME = "needs a broker the suite controls: set KAFKA_HOME to an Apache Kafka installation (3.7+)"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -161,6 +171,17 @@ def bootstrap_servers():
         _wait_for_broker(env, 60)
         yield env
         return
+    home = os.environ.get("KAFKA_HOME", "").strip()
+    if home:
+        from kafkasync_source.testing.kafka_home import KafkaHomeBroker
+
+        broker = KafkaHomeBroker(home).start()
+        print(f"\nintegration: Kafka {broker.version()} from KAFKA_HOME at {broker.bootstrap_servers}")
+        try:
+            yield broker.bootstrap_servers
+        finally:
+            broker.close()
+        return
     why_not = _docker_engine_reachable()
     if why_not is not None:
         pytest.skip(f"{NO_BROKER} [docker: {why_not}]")
@@ -169,6 +190,26 @@ def bootstrap_servers():
         yield container.bootstrap_servers
     finally:
         container.stop()
+
+
+@pytest.fixture
+def kafka_home_broker():
+    """A broker of the test's own from KAFKA_HOME, which the test may stop and restart."""
+    home = os.environ.get("KAFKA_HOME", "").strip()
+    if not home:
+        pytest.skip(NO_KAFKA_HOME)
+    from kafkasync_source.testing.kafka_home import KafkaHomeBroker
+
+    brokers = []
+
+    def make(sasl=None):
+        broker = KafkaHomeBroker(home, sasl=sasl).start()
+        brokers.append(broker)
+        return broker
+
+    yield make
+    for broker in brokers:
+        broker.close()
 
 
 @pytest.fixture(scope="session")
@@ -205,10 +246,11 @@ def topic_factory(request, admin):
 def spark(tmp_path_factory):
     from kafkasync_source.testing.spark import local_spark_session
 
+    extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
+    if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):  # format("kafka") beside kafkasync
+        extra["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
     session = local_spark_session(
-        "kafkasync-integration",
-        str(tmp_path_factory.mktemp("spark-warehouse")),
-        {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"},
+        "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
     )
     try:
         yield session

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from pyspark.errors import StreamingQueryException
 
 from kafkasync_source.source import register
 from kafkasync_source.stop_offset_store import DONE, read_stop_offsets
@@ -103,7 +107,9 @@ def test_an_available_now_run_ending_at_a_time_stops_there_and_a_restart_stops_a
                 .trigger(availableNow=True).start())
 
     failed = run()
-    failed.awaitTermination(180)
+    # PySpark's awaitTermination() raises the query's exception (StreamingQueryException).
+    with pytest.raises(StreamingQueryException, match="deliberate failure"):
+        failed.awaitTermination(180)
     assert failed.exception() is not None and "deliberate failure" in str(failed.exception())
     # Written between the failure and the restart, stamped before the time: they lie past the
     # stop offsets, so the restarted run must not read them.

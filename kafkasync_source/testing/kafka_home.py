@@ -1,0 +1,215 @@
+"""A real single-node Apache Kafka broker started from an installation (``KAFKA_HOME``).
+
+The integration suite needs a broker it controls: one it can stop and restart under a running
+query, and one with SASL users. :class:`KafkaHomeBroker` formats a KRaft broker + controller in
+a temporary directory on free loopback ports with the installation's own scripts
+(``bin/kafka-storage.sh format``, ``bin/kafka-server-start.sh``), waits until it answers, and
+removes its data when closed. Any Apache Kafka 3.7 or newer works (``--add-scram`` needs 3.5+,
+a static ``controller.quorum.voters`` quorum is accepted by every KRaft version); an Apache
+binary download unpacked anywhere is enough::
+
+    KAFKA_HOME=~/kafka_2.13-4.1.0 make integration
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+SCRIPTS = ("bin/kafka-storage.sh", "bin/kafka-server-start.sh")
+
+
+def kafka_home_problem(home: str) -> Optional[str]:
+    """None if ``home`` looks like a Kafka installation, else what is missing."""
+    missing = [script for script in SCRIPTS if not os.access(os.path.join(home, script), os.X_OK)]
+    if missing:
+        return f"KAFKA_HOME={home} has no executable {', '.join(missing)}"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class SaslUsers:
+    """SASL_PLAINTEXT users: PLAIN users live in the broker's JAAS config, SCRAM-SHA-512 users
+    are written into the metadata log when the storage is formatted (``--add-scram``)."""
+
+    plain: Mapping[str, str] = field(default_factory=dict)
+    scram_sha_512: Mapping[str, str] = field(default_factory=dict)
+
+
+class KafkaHomeBroker:
+    """One KRaft broker + controller process from ``kafka_home``; ``bootstrap_servers`` is the
+    PLAINTEXT listener, ``sasl_bootstrap_servers`` the SASL_PLAINTEXT one (when ``sasl``)."""
+
+    def __init__(self, kafka_home: str, *, sasl: Optional[SaslUsers] = None,
+                 heap: str = "-Xmx768m -Xms256m") -> None:
+        problem = kafka_home_problem(kafka_home)
+        if problem:
+            raise ValueError(problem)
+        self.kafka_home = os.path.abspath(kafka_home)
+        self._sasl = sasl
+        self._heap = heap
+        self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
+        self._port, self._controller_port = _free_port(), _free_port()
+        self._sasl_port = _free_port() if sasl else None
+        self.bootstrap_servers = f"127.0.0.1:{self._port}"
+        self.sasl_bootstrap_servers = f"127.0.0.1:{self._sasl_port}" if sasl else None
+        self._process: Optional[subprocess.Popen] = None
+        self._properties = os.path.join(self._dir, "server.properties")
+        self._write_properties()
+        self._format()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = 90.0) -> "KafkaHomeBroker":
+        """Start the broker (again, on the same data and ports) and wait until it answers."""
+        if self._process is not None and self._process.poll() is None:
+            return self
+        env = {**os.environ, "KAFKA_HEAP_OPTS": self._heap,
+               "LOG_DIR": os.path.join(self._dir, "server-logs")}
+        env.pop("KAFKA_OPTS", None)
+        log = open(os.path.join(self._dir, "server.out"), "ab")
+        self._process = subprocess.Popen(
+            [os.path.join(self.kafka_home, "bin/kafka-server-start.sh"), self._properties],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+        log.close()
+        self._wait_until_answering(timeout)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the broker (SIGTERM, a clean shutdown; SIGKILL if it does not end in time)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the broker and remove its data."""
+        self.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> "KafkaHomeBroker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def version(self) -> str:
+        """The broker's version, from its kafka-clients/server jar name (e.g. ``4.3.0``)."""
+        for name in sorted(os.listdir(os.path.join(self.kafka_home, "libs"))):
+            if name.startswith("kafka-clients-") and name.endswith(".jar"):
+                return name[len("kafka-clients-"):-len(".jar")]
+        return "unknown"
+
+    # ------------------------------------------------------------------ internals
+
+    def _write_properties(self) -> None:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self._port}", f"CONTROLLER://127.0.0.1:{self._controller_port}"]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{self._port}"]
+        extra = []
+        if self._sasl is not None:
+            listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}")
+            advertised.append(f"SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}")
+            protocols.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
+            plain_users = " ".join(f'user_{name}="{password}"' for name, password in self._sasl.plain.items())
+            extra += [
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                "org.apache.kafka.common.security.plain.PlainLoginModule required " + plain_users + ";",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            ]
+        lines = [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{self._controller_port}",
+            "listeners=" + ",".join(listeners),
+            "advertised.listeners=" + ",".join(advertised),
+            "listener.security.protocol.map=" + ",".join(protocols),
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={os.path.join(self._dir, 'data')}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=false",
+            # Retention checks every 5 minutes by default; the retention test needs seconds.
+            "log.retention.check.interval.ms=1000",
+            "log.segment.delete.delay.ms=0",
+            *extra,
+        ]
+        with open(self._properties, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+    def _format(self) -> None:
+        command = [os.path.join(self.kafka_home, "bin/kafka-storage.sh"), "format",
+                   "-t", _cluster_id(), "-c", self._properties]
+        for name, password in (self._sasl.scram_sha_512.items() if self._sasl else ()):
+            command += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
+        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": os.path.join(self._dir, "server-logs")}
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"kafka-storage.sh format failed ({result.returncode}): "
+                               f"{(result.stderr or result.stdout)[-2000:]}")
+
+    def _wait_until_answering(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"the broker exited with {self._process.returncode}: "
+                                   f"{self._tail_of_log()}")
+            try:
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except Exception:  # not up yet
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"the broker at {self.bootstrap_servers} did not answer within "
+                           f"{timeout:.0f} s: {self._tail_of_log()}")
+
+    def _tail_of_log(self) -> str:
+        try:
+            with open(os.path.join(self._dir, "server.out"), "rb") as handle:
+                return handle.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return "(no log)"
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as
+    ``kafka-storage.sh random-uuid`` prints)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
