@@ -106,8 +106,11 @@ class IndexedPartition:
 class IndexCannotAnswer(Exception):
     """The time index cannot give the exact cut; ``reasons`` says why, per partition."""
 
-    def __init__(self, reasons: Mapping[TopicPartition, str]) -> None:
+    def __init__(self, reasons: Mapping[TopicPartition, str], *, lookup_failed: bool = False) -> None:
         self.reasons = dict(reasons)
+        self.lookup_failed = lookup_failed
+        """The brokers did not answer (an error, a timeout), rather than answered what the
+        cut cannot use: worth asking again at the next trigger."""
         super().__init__("; ".join(
             f"{tp.topic}-{tp.partition}: {why}" for tp, why in sorted(self.reasons.items())
         ))

@@ -85,6 +85,7 @@ class SyncDriver:
             else TimeIndexPath(TimeIndexReader(
                 options.client_config, **options.offset_reader_settings(),
                 fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
+                give_up_after_ms=options.poll_timeout_ms,
             ))
         )
         self._fetch_until_batch = False
@@ -255,7 +256,9 @@ class SyncDriver:
                 f"exact cut: {cannot}. Use planningMode=auto to plan such batches from fetched "
                 "timestamps."
             )
-        self._fetch_until_batch = True
+        # A failed look-up is asked again at the next trigger (until kafkaConsumer.pollTimeoutMs,
+        # see TimeIndexReader); an answer the cut cannot use waits for a fetched batch.
+        self._fetch_until_batch = not cannot.lookup_failed
         for tp, why in sorted(cannot.reasons.items()):
             kind = why.split(" (", 1)[0].split(",", 1)[0]
             if (tp, kind) not in self._fallbacks_logged:

@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 import numpy as np
 
 from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition
+from kafkasync_source.offset_reader import KafkaSyncConnectionError
 from kafkasync_source.offsets import SyncOffset
 from kafkasync_source.options import non_consumer_settings
 from kafkasync_source.planner import PartitionState, TopicPartition
@@ -53,17 +54,23 @@ class TimeIndexReader:
     """ListOffsets look-ups for a query's partitions; counts its rounds for metrics."""
 
     def __init__(self, client_config: Mapping[str, str], *, retries: int = 3,
-                 retry_interval_ms: int = 1000, fall_back_on_failure: bool = False) -> None:
+                 retry_interval_ms: int = 1000, fall_back_on_failure: bool = False,
+                 give_up_after_ms: int = 120_000) -> None:
         """``fall_back_on_failure`` (``planningMode=auto``): a failed look-up is not retried
         but raises :class:`IndexCannotAnswer`, so that the batch is planned from fetched
-        records, whose errors (a deleted topic, lost records, an unreachable cluster) the
-        fetch path reports. Otherwise it is retried ``retries`` times."""
+        records, whose errors (a deleted topic, lost records) the fetch path reports — until
+        look-ups have failed for ``give_up_after_ms`` (``kafkaConsumer.pollTimeoutMs``)
+        without one success: the cluster is then unreachable, and the query fails naming the
+        brokers, the error and how long. Otherwise a look-up is retried ``retries`` times."""
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
         self._admin = AdminClient(non_consumer_settings(client_config))
         self._retries = 0 if fall_back_on_failure else retries
         self._fall_back_on_failure = fall_back_on_failure
+        self._give_up_after_s = give_up_after_ms / 1000
+        self._failing_since: Optional[float] = None
+        self._bootstrap = client_config.get("bootstrap.servers", "")
         self._retry_interval_s = retry_interval_ms / 1000
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
@@ -112,14 +119,26 @@ class TimeIndexReader:
             self.rounds += 1
             answers, failures = self._list_once(specs)
             if not failures:
+                self._failing_since = None
                 return answers
+            if self._failing_since is None:
+                self._failing_since = began
+            failing_for = time.monotonic() - self._failing_since
+            if self._fall_back_on_failure and failing_for >= self._give_up_after_s:
+                error = next(iter(failures.values()))
+                raise KafkaSyncConnectionError(
+                    f"kafkasync: the Kafka cluster at kafka.bootstrap.servers={self._bootstrap} "
+                    f"answered no ListOffsets request ({what}) for {failing_for:.0f} s "
+                    f"(kafkaConsumer.pollTimeoutMs={int(self._give_up_after_s * 1000)}): "
+                    f"{error.str()}."
+                )
             unsupported = {tp: error for tp, error in failures.items() if error.code() in _UNSUPPORTED}
             if unsupported:
                 raise IndexCannotAnswer({tp: f"the broker cannot answer {what} ({error.str()})"
                                          for tp, error in unsupported.items()})
             if self._fall_back_on_failure:
                 raise IndexCannotAnswer({tp: f"the ListOffsets look-up of {what} failed ({error.str()})"
-                                         for tp, error in failures.items()})
+                                         for tp, error in failures.items()}, lookup_failed=True)
             if attempts > self._retries or not all(_retriable(e) for e in failures.values()):
                 names = ", ".join(f"{tp.topic}-{tp.partition}: {error.str()}"
                                   for tp, error in sorted(failures.items()))
