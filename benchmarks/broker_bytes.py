@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 PARTITIONS, RECORDS_PER_PARTITION, VALUE_BYTES, KEY_BYTES = 8, 50_000, 1_000, 8
 PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-_CONNECTION = re.compile(r"^\S+\s+\S+\s+\S+\s+(\S+)\s+(\S+)")
+_CONNECTION = re.compile(r"^\S+\s+\S+\s+(\S+)\s+(\S+)")  # Recv-Q Send-Q local peer
 _BYTES_SENT = re.compile(r"bytes_sent:(\d+)")
 
 
@@ -141,6 +141,9 @@ def compare(spark: Any) -> dict[str, Any]:
                                "records": PARTITIONS * RECORDS_PER_PARTITION}
     if not _has_format_kafka(spark):
         results["format_kafka_skipped"] = "KAFKASYNC_SPARK_KAFKA_JARS is not set"
+    # Warm-up, not measured: the JVM's JIT and Spark's Python workers would otherwise weigh
+    # on whichever variant runs first.
+    _read_once(spark, bootstrap, topic, "kafkasync", {"planningMode": "fetch"})
     for label, source, options in variants:
         with BrokerBytesSampler(port) as sampler:
             started = time.perf_counter()
@@ -158,17 +161,16 @@ def compare(spark: Any) -> dict[str, Any]:
 
 def main() -> None:
     import json
+    import tempfile
 
-    from pyspark.sql import SparkSession
+    from kafkasync_source.source import register
+    from kafkasync_source.testing.spark import local_spark_session
 
-    builder = (SparkSession.builder.master("local[2]").appName("kafkasync-broker-bytes")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
+    conf = {}
     if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
-        builder = builder.config("spark.jars", os.environ["KAFKASYNC_SPARK_KAFKA_JARS"])
-    spark = builder.getOrCreate()
-    import kafkasync_source
-
-    kafkasync_source.register(spark)
+        conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
+    spark = local_spark_session("kafkasync-broker-bytes", tempfile.mkdtemp(prefix="kafkasync-bench-"), conf)
+    register(spark)
     try:
         print(json.dumps(compare(spark), indent=2))
     finally:
