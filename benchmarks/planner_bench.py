@@ -84,8 +84,9 @@ def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
     rates = {TopicPartition("bench", p): 10 + p % 7 for p in range(partitions)}  # ms per record
 
     def first_offsets(times):
-        return {tp: (None if (t - BASE_TS + rates[tp] - 1) // rates[tp] >= records
-                     else max(0, (t - BASE_TS + rates[tp] - 1) // rates[tp])) for tp, t in times.items()}
+        found = {tp: max(0, (t - BASE_TS + rates[tp] - 1) // rates[tp]) for tp, t in times.items()}
+        return {tp: None if offset >= records else (offset, BASE_TS + offset * rates[tp])
+                for tp, offset in found.items()}
 
     states = {tp: IndexedPartition(start=0, end_offset=records,
                                    largest=(BASE_TS + (records - 1) * rate, records - 1))

@@ -80,10 +80,10 @@ from kafkasync_source.rate_limit import proportional_ends
 
 __all__ = ["FirstOffsets", "IndexCannotAnswer", "IndexedPartition", "plan_from_index"]
 
-FirstOffsets = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, Optional[int]]]
+FirstOffsets = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, Optional[tuple[int, int]]]]
 """ListOffsets by time for several partitions at once: per partition, the first offset whose
-record timestamp is >= the given time, or None where no such record lies below the readable
-end. One call is one round of requests (one per leader)."""
+record timestamp is >= the given time and that record's timestamp, or None where no such
+record lies below the readable end. One call is one round of requests (one per leader)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,8 @@ class _Index:
         self._first_offsets = first_offsets
         self._windows = windows
         self.rounds = 0
+        self.found_timestamps: dict[TopicPartition, int] = {}
+        """Timestamp of the record each partition's answer in the last round points at."""
 
     def ends_at(self, times: Mapping[TopicPartition, int], why: str) -> dict[TopicPartition, int]:
         """Per partition, the first offset of its window whose timestamp is >= the time (the
@@ -170,9 +172,11 @@ class _Index:
             return {}
         self.rounds += 1
         answers = self._first_offsets(times)
+        self.found_timestamps = {tp: answer[1] for tp, answer in answers.items() if answer is not None}
         ends, unknown = {}, {}
         for tp, time in times.items():
-            window, found = self._windows[tp], answers.get(tp)
+            window, answer = self._windows[tp], answers.get(tp)
+            found = None if answer is None else answer[0]
             if found is not None and found < window.start:
                 unknown[tp] = (f"offset {found}, before the position {window.start}, has a "
                                f"timestamp >= {time} ({why})")
@@ -297,10 +301,27 @@ def _rate_limited(
         raise IndexCannotAnswer({tp: f"more than maxOffsetsPerTrigger={limits.max_records} "
                                      f"offsets at or below the stream time {low} remain"
                                  for tp in ready if fitting[tp]})
+    # No window holds a record between the stream time and the oldest of the records just
+    # found above it (each answer is the first record above it), so the counts stay the same
+    # up to there: the search starts at the data, not at the stream time (-1 at first).
+    above = [index.found_timestamps[tp] for tp in ready
+             if tp in index.found_timestamps and windows[tp].start + fitting[tp] < ends[tp]]
+    if above:
+        low = max(low, min(min(above) - 1, bound - 1))
     high = bound
     over = {tp: ends[tp] - windows[tp].start for tp in ready}
+    bisect = False
     while high - low > 1:
-        middle = (low + high) // 2
+        # Interpolation on the offset counts finds the level in a few rounds where event time
+        # is spread evenly over offsets; alternating with bisection keeps the worst case at
+        # twice log2(span) rounds (one ListOffsets round each).
+        fitting_total, over_total = sum(fitting.values()), sum(over.values())
+        if bisect or over_total <= fitting_total:
+            middle = (low + high) // 2
+        else:
+            share = (limits.max_records - fitting_total) / (over_total - fitting_total)
+            middle = min(high - 1, max(low + 1, low + int(share * (high - low))))
+        bisect = not bisect
         at_middle = counts(middle)
         if sum(at_middle.values()) <= limits.max_records:
             low, fitting = middle, at_middle

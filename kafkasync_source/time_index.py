@@ -95,12 +95,13 @@ class TimeIndexReader:
             for tp, answer in answers.items()
         }
 
-    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """:data:`~kafkasync_source.index_planner.FirstOffsets`: the first offset whose
-        timestamp is >= the time, None where none lies below the readable end."""
+        timestamp is >= the time and that timestamp, None where none lies below the readable
+        end."""
         answers = self._list({tp: OffsetSpec.for_timestamp(t) for tp, t in times.items()},
                              "offsets by time")
-        return {tp: None if answer is None or answer[0] < 0 else answer[0]
+        return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
     def close(self) -> None:

@@ -68,14 +68,15 @@ class ModelBroker:
         offset = log.log_start + log.timestamps.index(max(valid))
         return None if offset >= log.end else (max(valid), offset)
 
-    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         self.rounds += 1
         self.asked.append(dict(times))
-        answers: dict[TopicPartition, Optional[int]] = {}
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         for partition, time in times.items():
             log = self.logs[partition]
             found = next((log.log_start + i for i, ts in enumerate(log.timestamps) if ts >= time), None)
-            answers[partition] = None if found is None or found >= log.end else found
+            answers[partition] = (None if found is None or found >= log.end
+                                  else (found, log.timestamps[found - log.log_start]))
         return answers
 
 
