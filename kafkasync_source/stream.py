@@ -38,7 +38,7 @@ from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
 from kafkasync_source.metrics import emit_event_time_lag_ms, live_report
-from kafkasync_source.offset_reader import OffsetReader
+from kafkasync_source.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.options import (
     PLANNING_FETCH,
@@ -243,6 +243,13 @@ class SyncDriver:
             )
         except IndexCannotAnswer as cannot:
             self._fall_back(cannot)
+            return None
+        except KafkaSyncConnectionError:
+            if stop_offsets is None:
+                raise
+            # A bounded run has its own, more precise verdict on a cluster it cannot read
+            # (AvailableNowRun.next_offset: the partitions, their offsets, the poll timeout).
+            self._fetch_until_batch = False
             return None
         if self._fetcher is not None:
             self._fetcher.position_at({})  # the driver stops fetching records

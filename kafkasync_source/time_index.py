@@ -126,12 +126,12 @@ class TimeIndexReader:
                 self._failing_since = began
             failing_for = time.monotonic() - self._failing_since
             if self._fall_back_on_failure and failing_for >= self._give_up_after_s:
-                error = next(iter(failures.values()))
+                named = "; ".join(f"{tp.topic}-{tp.partition}: {error.str()}"
+                                  for tp, error in sorted(failures.items())[:5])
                 raise KafkaSyncConnectionError(
                     f"kafkasync: the Kafka cluster at kafka.bootstrap.servers={self._bootstrap} "
                     f"answered no ListOffsets request ({what}) for {failing_for:.0f} s "
-                    f"(kafkaConsumer.pollTimeoutMs={int(self._give_up_after_s * 1000)}): "
-                    f"{error.str()}."
+                    f"(kafkaConsumer.pollTimeoutMs={int(self._give_up_after_s * 1000)}): {named}."
                 )
             unsupported = {tp: error for tp, error in failures.items() if error.code() in _UNSUPPORTED}
             if unsupported:
