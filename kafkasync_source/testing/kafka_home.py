@@ -208,8 +208,12 @@ class KafkaHomeBroker:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as
-    ``kafka-storage.sh random-uuid`` prints)."""
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, never starting
+    with "-" (which the command line would read as an option; Kafka's ``Uuid.randomUuid``
+    avoids it too), as ``kafka-storage.sh random-uuid`` prints."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
