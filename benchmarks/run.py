@@ -146,7 +146,7 @@ def run(args) -> dict[str, Any]:
 def _measure(args, results: dict[str, Any], workdir: str) -> None:
     from benchmarks import format_kafka, planner_bench, raw, skew
     from benchmarks.spark_runs import batch_read_seconds
-    from benchmarks.plot import plot_skew
+    from kafkasync_source.testing.plots import save_event_time_figure
     from benchmarks.spark_runs import add_listener, run_query
     from benchmarks.workloads import produce_uniform
     from kafkasync_source.testing import MockKafkaCluster
@@ -269,7 +269,8 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
                             "predicted_dropped": r.predicted_dropped, "batches": r.per_batch()}
                 for idle, r in skew_runs.items()
             }
-            plot_skew([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"))
+            save_event_time_figure([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"),
+                                   skew_topics.first_timestamp_ms)
 
             # 5. format("kafka") on a real broker, when its connector and a broker are given.
             results["format_kafka"] = format_kafka.compare(spark, listener)

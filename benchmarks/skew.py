@@ -36,6 +36,11 @@ class SkewRun:
     batches: list = field(repr=False)  # demo.Batch
     seconds: float = 0.0
 
+    @property
+    def title(self) -> str:
+        return ("synchronized (max.task.idle.ms=0, default)" if self.max_task_idle_ms == 0
+                else f"max.task.idle.ms={self.max_task_idle_ms} (like format(\"kafka\"))")
+
     def per_batch(self) -> list[dict]:
         """Per data batch: partition times (ms), stream time, the watermark applied, rows."""
         return [
