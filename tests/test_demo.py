@@ -177,3 +177,30 @@ def test_format_kafka_is_skipped_with_a_reason_without_a_real_broker(spark, monk
     monkeypatch.setenv("KAFKASYNC_BOOTSTRAP", "127.0.0.1:9092")
     reason = demo.format_kafka_unavailable(spark)  # the test session has no Kafka connector
     assert reason is not None and "classpath" in reason
+
+
+def test_the_picture_shows_the_event_time_each_partition_reached_from_its_offsets(tmp_path):
+    """format("kafka")'s offsets carry no partition time: the picture takes each partition's
+    largest timestamp up to its end offset from the backfill itself."""
+    import pytest
+
+    pytest.importorskip("matplotlib", reason="matplotlib is part of the test extra ('.[test]')")
+
+    class Backfill:
+        timestamps = {("orders", 0): [T0 + i * MIN for i in range(30)],
+                      ("payments", 0): [T0 + 20 * MIN + i * MIN for i in range(10)]}
+        first_timestamp_ms = T0
+
+    batches = [
+        _batch({("orders", 0): 0, ("payments", 0): 0}, {("orders", 0): 10, ("payments", 0): 5}, 0, batch_id=1),
+        _batch({("orders", 0): 10, ("payments", 0): 5}, {("orders", 0): 30, ("payments", 0): 10},
+               T0 + 24 * MIN, batch_id=2),
+    ]
+    result = RunResult(demo.RunSpec("kafkasync -1", "kafkasync", {}, "t"), batches, {}, [{}, {}], 0.0)
+    assert demo.event_time_reached(result, Backfill) == [
+        {"partition_times": {"orders-0": T0 + 9 * MIN, "payments-0": T0 + 24 * MIN}, "watermark": 0},
+        {"partition_times": {"orders-0": T0 + 29 * MIN, "payments-0": T0 + 29 * MIN},
+         "watermark": T0 + 24 * MIN},
+    ]
+    path = demo.write_picture([result], Backfill, str(tmp_path / "demo.png"))
+    assert (tmp_path / "demo.png").stat().st_size > 10_000 and path.endswith("demo.png")
