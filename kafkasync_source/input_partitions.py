@@ -17,7 +17,7 @@ import heapq
 import math
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from pyspark.sql.datasource import InputPartition
 
@@ -32,6 +32,10 @@ class KafkaRange(InputPartition):
     partition: int
     start: int
     end: int
+    partition_time: int = -1
+    """The partition's time before ``start`` (from the batch's start offset; -1: none), where
+    ``includePartitionTime`` continues its running maximum. Known for a batch's first piece of
+    a partition only: with the option on, a partition's range is not split."""
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -72,6 +76,7 @@ def plan_input_partitions(
     target_tasks: Optional[int] = None,
     *,
     consumer_scope: str = "",
+    partition_times: Optional[Mapping[TopicPartition, int]] = None,
 ) -> list[KafkaRanges]:
     """Input partitions for one batch.
 
@@ -89,15 +94,22 @@ def plan_input_partitions(
        ``max_records`` offsets per partition. format("kafka") never merges ranges (one task per
        range at least); merging is what makes a batch of many small ranges cheap.
     """
+    partition_times = partition_times or {}
     pieces = [
-        KafkaRange(tp.topic, tp.partition, start, end) for tp, start, end in ranges if end > start
+        KafkaRange(tp.topic, tp.partition, start, end, partition_times.get(tp, -1))
+        for tp, start, end in ranges if end > start
     ]
+    if partition_times:
+        # includePartitionTime: one piece per partition, or a later piece would not know the
+        # running maximum of the records before it. _pack gives an oversized piece a task.
+        return _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records,
+                     consumer_scope)
     pieces.sort()
     if min_partitions is not None and len(pieces) < min_partitions:
         pieces = _split_to_min_partitions(pieces, min_partitions)
     pieces = [part for piece in pieces for part in _split_evenly(piece, math.ceil(piece.size / max_records))]
-    packed = _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records)
-    return [KafkaRanges(group.ranges, consumer_scope) for group in packed]
+    return _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records,
+                 consumer_scope)
 
 
 def _split_to_min_partitions(pieces: list[KafkaRange], min_partitions: int) -> list[KafkaRange]:
@@ -130,7 +142,7 @@ def _split_evenly(piece: KafkaRange, parts: int) -> list[KafkaRange]:
     ]
 
 
-def _pack(pieces: list[KafkaRange], target: int, max_records: int) -> list[KafkaRanges]:
+def _pack(pieces: list[KafkaRange], target: int, max_records: int, consumer_scope: str) -> list[KafkaRanges]:
     """Longest-processing-time-first packing into ``target`` bins (a new bin only when a piece
     fits in none); ties broken by range order, so the result is deterministic."""
     bins: list[list[KafkaRange]] = []
@@ -143,5 +155,5 @@ def _pack(pieces: list[KafkaRange], target: int, max_records: int) -> list[Kafka
             load, index = heapq.heappop(heap)
         bins[index].append(piece)
         heapq.heappush(heap, (load + piece.size, index))
-    grouped = [KafkaRanges(tuple(sorted(ranges))) for ranges in bins]
+    grouped = [KafkaRanges(tuple(sorted(ranges)), consumer_scope) for ranges in bins]
     return sorted(grouped, key=lambda group: group.ranges[0])

@@ -40,6 +40,7 @@ _KNOWN_OPTIONS = {
     "endingoffsets",
     "failondataloss",
     "includeheaders",
+    "includepartitiontime",
     "max.task.idle.ms",
     "buffered.records.per.partition",
     "driver.buffer.bytes",
@@ -162,6 +163,9 @@ class SourceOptions:
     ending_offsets: OffsetSpec = "latest"
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    include_partition_time: bool = False
+    """``includePartitionTime``: a ``partitionTime`` column, the largest record timestamp of
+    the partition up to and including each record (KIP-472)."""
     max_task_idle_ms: int = 0
     driver_buffer_bytes: int = DEFAULT_DRIVER_BUFFER_BYTES
     """Bound on the driver's buffered (offset, timestamp) pairs across all partitions."""
@@ -295,6 +299,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         ending_offsets=ending,
         fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
         include_headers=_boolean(lowered, "includeheaders", "includeHeaders", False),
+        include_partition_time=_boolean(lowered, "includepartitiontime", "includePartitionTime", False),
         max_task_idle_ms=max_task_idle_ms,
         driver_buffer_bytes=_bounded_int(
             lowered, "driver.buffer.bytes", DEFAULT_DRIVER_BUFFER_BYTES, _DRIVER_BUFFER_BYTES_RANGE

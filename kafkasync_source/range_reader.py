@@ -64,6 +64,7 @@ class RangeReader:
     client_config: Mapping[str, str]
     arrow_schema: pa.Schema
     include_headers: bool
+    include_partition_time: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
 
@@ -73,6 +74,7 @@ class RangeReader:
             client_config=options.client_config,
             arrow_schema=arrow_schema(schema),
             include_headers=options.include_headers,
+            include_partition_time=options.include_partition_time,
             fail_on_data_loss=options.fail_on_data_loss,
             poll_timeout_ms=options.poll_timeout_ms,
         )
@@ -130,7 +132,8 @@ class RangeReader:
             consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
             pooled.stash = []
         next_offset = kafka_range.start
-        columns = _Columns(topic, self.include_headers)
+        columns = _Columns(topic, self.include_headers,
+                           kafka_range.partition_time if self.include_partition_time else None)
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
         skipped_loss = False
@@ -276,9 +279,12 @@ def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, 
 class _Columns:
     """Column-wise accumulation of consumed records, turned into one RecordBatch at a time."""
 
-    def __init__(self, topic: str, include_headers: bool) -> None:
+    def __init__(self, topic: str, include_headers: bool, partition_time: Optional[int] = None) -> None:
+        """``partition_time``: with ``includePartitionTime``, the partition's time before the
+        range's first record (-1: none); None leaves the column out."""
         self._topic = topic
         self._include_headers = include_headers
+        self._partition_time = partition_time
         self._clear()
 
     def _clear(self) -> None:
@@ -333,8 +339,24 @@ class _Columns:
         ]
         if self._include_headers:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
+        if self._partition_time is not None:
+            arrays.append(self._partition_times(kinds_and_times[:, 1], timestamp_type >= 0,
+                                                schema.field("partitionTime").type))
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _partition_times(self, millis: np.ndarray, present: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+        """KIP-472's partition time at each record: the largest valid timestamp of the
+        partition up to and including it, continuing from the range's start (the batch's
+        start offset, so a replay computes the same values). A record without a timestamp
+        gets the partition time before it, as Kafka Streams' UsePartitionTimeOnInvalidTimestamp
+        would use; null while the partition has none."""
+        assert self._partition_time is not None
+        running = np.maximum.accumulate(
+            np.concatenate(([self._partition_time], np.where(present, millis, -1))))[1:]
+        if running.size:
+            self._partition_time = int(running[-1])
+        return pa.array(running * 1000, mask=running < 0).cast(arrow_type)
 
     def _check_timestamps(self, millis: np.ndarray, present: np.ndarray) -> None:
         """Fail on a timestamp whose microseconds overflow int64 (Spark's TimestampType)

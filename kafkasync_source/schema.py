@@ -20,8 +20,9 @@ from pyspark.sql.types import (
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
 
-def kafka_schema(include_headers: bool) -> StructType:
-    """key, value, topic, partition, offset, timestamp, timestampType [, headers]."""
+def kafka_schema(include_headers: bool, *, include_partition_time: bool = False) -> StructType:
+    """key, value, topic, partition, offset, timestamp, timestampType [, headers]
+    [, partitionTime] (the last is kafkasync's own, ``includePartitionTime``)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -33,6 +34,8 @@ def kafka_schema(include_headers: bool) -> StructType:
     ]
     if include_headers:
         fields.append(StructField("headers", ArrayType(_HEADER)))
+    if include_partition_time:
+        fields.append(StructField("partitionTime", TimestampType()))
     return StructType(fields)
 
 

@@ -80,6 +80,9 @@ class KafkaSyncDataSource(DataSource):
                                       durable
     autostop.topic                    kafkasync- compacted topic holding durable stop offsets;
                                       autostop   created (1 partition, compact) if missing
+    includePartitionTime              false      add ``partitionTime``: the partition's largest
+                                                 timestamp up to each record (KIP-472),
+                                                 continuing from the checkpoint
     planningMode                      auto       where the driver learns timestamps: ``auto``
                                                  from the brokers' time index (ListOffsets,
                                                  no record read) where it answers exactly,
@@ -122,7 +125,8 @@ class KafkaSyncDataSource(DataSource):
         # Validate here: Spark calls schema() at load(), so bad options fail at query start.
         # schema() serves spark.read and spark.readStream alike: the checks that depend on
         # the mode (endingOffsets, max.task.idle.ms, autostop.*) run in reader()/streamReader().
-        return kafka_schema(self._parse(streaming=None).include_headers)
+        options = self._parse(streaming=None)
+        return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True), schema)
@@ -155,8 +159,11 @@ class KafkaSyncBatchReader(DataSourceReader):
                     f"before startingOffsets ({starts[tp]})."
                 )
         ranges = [(tp, starts[tp], ends[tp]) for tp in partitions]
+        # A batch read starts where startingOffsets says: the records before are not read,
+        # so partitionTime starts at the first record read.
+        partition_times = {tp: -1 for tp in partitions} if options.include_partition_time else None
         return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions,
-                                     consumer_scope=uuid.uuid4().hex)
+                                     consumer_scope=uuid.uuid4().hex, partition_times=partition_times)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaRanges)

@@ -555,9 +555,13 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ]
         if self._consumer_scope is None:
             self._consumer_scope = uuid.uuid4().hex  # this query run's executor consumers
+        partition_times = (
+            {tp: position.partition_time for tp, position in begin.partitions.items()}
+            if self._options.include_partition_time else None
+        )
         return plan_input_partitions(
             ranges, self._options.max_records_per_partition, self._options.min_partitions,
-            consumer_scope=self._consumer_scope,
+            consumer_scope=self._consumer_scope, partition_times=partition_times,
         )
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:

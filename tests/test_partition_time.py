@@ -1,0 +1,107 @@
+"""includePartitionTime: KIP-472's partition time on every record, computed by the executors.
+
+partitionTime is the largest record timestamp of the partition up to and including the record,
+continuing from the partition time in the batch's start offset, so a replay or a restart from
+the checkpoint gives every record the same value. A record without a timestamp gets the
+partition time before it (what Kafka Streams' UsePartitionTimeOnInvalidTimestamp uses)."""
+
+from __future__ import annotations
+
+import time
+
+from kafkasync_source.range_reader import _Columns
+from kafkasync_source.schema import arrow_schema, kafka_schema
+from kafkasync_source.testing import Record
+
+BASE_TS = 1_700_000_000_000
+SCHEMA = arrow_schema(kafka_schema(False, include_partition_time=True))
+
+
+class _Message:
+    def __init__(self, offset: int, timestamp: int) -> None:
+        self._offset, self._timestamp = offset, ((0, -1) if timestamp < 0 else (1, timestamp))
+
+    def key(self):
+        return None
+
+    def value(self):
+        return b"v"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset
+
+    def timestamp(self):
+        return self._timestamp
+
+
+def partition_times(columns: _Columns, timestamps: list[int]) -> list:
+    columns.extend([_Message(i, ts) for i, ts in enumerate(timestamps)])
+    return [None if r["partitionTime"] is None else int(r["partitionTime"].timestamp() * 1000)
+            for r in columns.to_batch(SCHEMA).to_pylist()]
+
+
+def test_out_of_order_records_and_a_record_without_a_timestamp():
+    columns = _Columns("t", False, partition_time=-1)
+    assert partition_times(columns, [-1, 50, 30, -1, 80, 60]) == [None, 50, 50, 50, 80, 80]
+
+
+def test_the_running_maximum_continues_from_the_start_and_across_arrow_batches():
+    columns = _Columns("t", False, partition_time=70)
+    assert partition_times(columns, [50, 75]) == [70, 75]
+    assert partition_times(columns, [60, -1]) == [75, 75], "the next RecordBatch of the range"
+
+
+def read_stream(spark, bootstrap, topic, checkpoint, stop_after):
+    rows: dict = {}
+
+    def sink(frame, batch_id):
+        rows[batch_id] = [(r.partition, r.offset, int(r.partitionTime.timestamp() * 1000))
+                          for r in frame.select("partition", "offset", "partitionTime").collect()]
+
+    query = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("includePartitionTime", "true").option("maxOffsetsPerTrigger", "10").load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 60
+        while sum(len(r) for r in rows.values()) < stop_after:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"read {sum(len(r) for r in rows.values())}"
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    return rows
+
+
+def test_a_restart_from_the_checkpoint_continues_each_partitions_time(spark, kafka_cluster, topic_factory, tmp_path):
+    topic = topic_factory(1)
+    # Out of order: a high timestamp early, lower ones after it.
+    stamps = [BASE_TS + t for t in (5, 100, 20, 30, 40, 50, 60, 70, 80, 90, 110, 95, 96, 97, 98,
+                                    120, 99, 130, 101, 102, 140, 103, 104, 105, 106, 107, 150, 108)]
+    kafka_cluster.produce(topic, [Record(0, ts, None, b"v") for ts in stamps])
+    first = read_stream(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", 10)
+    second = read_stream(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", len(stamps) - 10)
+    merged = {**first, **second}  # a batch replayed after the stop has the same id and rows
+    got = sorted(row for rows in merged.values() for row in rows)
+    expected, running = [], -1
+    for offset, ts in enumerate(stamps):
+        running = max(running, ts)
+        expected.append((0, offset, running))
+    assert got == expected
+    assert min(second) > 0 and max(first) < max(second)
+
+
+def test_a_batch_read_starts_the_partition_time_at_its_first_record(spark, kafka_cluster, topic_factory):
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + t, None, b"v") for t in (50, 10, 60, 20)])
+    rows = (spark.read.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+            .option("subscribe", topic).option("startingOffsets", '{"%s": {"0": 1}}' % topic)
+            .option("includePartitionTime", "true").load()
+            .select("offset", "partitionTime").orderBy("offset").collect())
+    # Records before startingOffsets are not read: offset 1 (10) starts the running maximum.
+    assert [(r.offset, int(r.partitionTime.timestamp() * 1000) - BASE_TS) for r in rows] == [
+        (1, 10), (2, 60), (3, 60)]
