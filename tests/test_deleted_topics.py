@@ -139,7 +139,8 @@ def test_reading_a_range_of_a_deleted_topic_ends_in_seconds_not_after_poll_timeo
             parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": topic}, streaming=True),
             kafka_schema(False),
         ).arrow_schema,
-        include_headers=False, fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=120_000,
+        include_headers=False, include_partition_time=False, fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=120_000,
     )
     began = time.monotonic()
     if fail_on_data_loss:
