@@ -56,14 +56,19 @@ def read_pairs(batches) -> Counter:
     return Counter(pair for rows in list(batches.values()) for pair in rows)
 
 
+def own_broker_with_topic(spark, kafka_home_broker, prefix: str, partitions: int):
+    """A broker of the test's own (it stops or restarts it) and a fresh topic on it."""
+    register(spark)
+    broker = kafka_home_broker()
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(AdminClient({"bootstrap.servers": broker.bootstrap_servers}), topic, partitions)
+    return broker, broker.bootstrap_servers, topic
+
+
 def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_record_once(
     spark, kafka_home_broker, tmp_path
 ):
-    register(spark)
-    broker = kafka_home_broker()
-    bootstrap = broker.bootstrap_servers
-    topic = f"restarts-{uuid.uuid4().hex[:8]}"
-    create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic, 2)
+    broker, bootstrap, topic = own_broker_with_topic(spark, kafka_home_broker, "restarts", 2)
     acknowledged: list[tuple[int, int]] = []
     stop = threading.Event()
 
@@ -106,11 +111,7 @@ def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_
 def test_a_broker_down_longer_than_the_retry_bounds_fails_the_query_naming_it(
     spark, kafka_home_broker, tmp_path
 ):
-    register(spark)
-    broker = kafka_home_broker()
-    bootstrap = broker.bootstrap_servers
-    topic = f"down-{uuid.uuid4().hex[:8]}"
-    create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic, 1)
+    broker, bootstrap, topic = own_broker_with_topic(spark, kafka_home_broker, "down", 1)
     produce(bootstrap, topic, [(0, BASE_TS + i, b"v") for i in range(50)])
     query, batches = stream_offsets(spark, bootstrap, topic, tmp_path / "cp", **{
         "kafkaConsumer.pollTimeoutMs": 8_000, "fetchOffset.numRetries": 1,

@@ -12,33 +12,15 @@ import time
 from kafkasync_source.range_reader import _Columns
 from kafkasync_source.schema import arrow_schema, kafka_schema
 from kafkasync_source.testing import Record
+from test_range_reader import _Message
 
 BASE_TS = 1_700_000_000_000
 SCHEMA = arrow_schema(kafka_schema(False, include_partition_time=True))
 
 
-class _Message:
-    def __init__(self, offset: int, timestamp: int) -> None:
-        self._offset, self._timestamp = offset, ((0, -1) if timestamp < 0 else (1, timestamp))
-
-    def key(self):
-        return None
-
-    def value(self):
-        return b"v"
-
-    def partition(self):
-        return 0
-
-    def offset(self):
-        return self._offset
-
-    def timestamp(self):
-        return self._timestamp
-
-
 def partition_times(columns: _Columns, timestamps: list[int]) -> list:
-    columns.extend([_Message(i, ts) for i, ts in enumerate(timestamps)])
+    # confluent-kafka's timestamp kinds: 0 not available, 1 CreateTime
+    columns.extend([_Message(i, 0 if ts < 0 else 1, ts) for i, ts in enumerate(timestamps)])
     return [None if r["partitionTime"] is None else int(r["partitionTime"].timestamp() * 1000)
             for r in columns.to_batch(SCHEMA).to_pylist()]
 
