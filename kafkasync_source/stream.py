@@ -52,6 +52,7 @@ from kafkasync_source.planner import (
     BatchLimits,
     Cut,
     PartitionState,
+    PartitionStatus,
     TopicPartition,
     plan_batch,
 )
@@ -195,6 +196,10 @@ class SyncDriver:
         self._idle_since = dict(cut.idle_since)
         self.last_cut, self.last_states = cut, states
         if not cut.has_batch:
+            if not any(d.status in _AWAITING_FETCH for d in cut.partitions.values()):
+                # Nothing to read below the captured log ends: planning begins anew at the next
+                # trigger, or records produced since would wait behind this horizon for good.
+                self._horizon.forget()
             return start
         if self._trigger_delay is not None:
             self._trigger_delay.batch_started(self._clock())
@@ -400,6 +405,8 @@ class SyncDriver:
 
 _DELAYED = object()
 """minOffsetsPerTrigger holds the batch back (SyncDriver._delayed)."""
+# A batch held back for these waits for records below its fetch horizon.
+_AWAITING_FETCH = (PartitionStatus.WAITING_FOR_FETCH, PartitionStatus.WAITING_FOR_END_OFFSET)
 
 
 class KafkaSyncPlanningError(RuntimeError):
@@ -434,7 +441,8 @@ def _moved_back(
 class _FetchHorizon:
     """The log end offsets known when planning of a batch began (see the planner's "Same data,
     same batches"): captured on the first ``latestOffset`` from a start, kept while Spark asks
-    again from the same start, so records produced meanwhile never hold the batch back."""
+    again from the same start and the batch waits for fetches, so records produced meanwhile
+    never hold the batch back; forgotten when the answer was that there is nothing to read."""
 
     def __init__(self) -> None:
         self._start: Optional[dict[TopicPartition, int]] = None
@@ -452,6 +460,10 @@ class _FetchHorizon:
             return self._ends.get(tp)
 
         return horizon
+
+    def forget(self) -> None:
+        """The next ``from_start`` captures the log ends again, even from the same start."""
+        self._start, self._ends = None, {}
 
 
 def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream_time: int) -> int:

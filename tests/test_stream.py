@@ -170,6 +170,26 @@ def test_never_wait_takes_everything_without_enforcement(spark, kafka_cluster, t
     assert all(end["enforcedProcessingTotal"] == 0 for end in query.end_offsets().values())
 
 
+@pytest.mark.parametrize("max_task_idle_ms", [-1, 0])
+def test_a_caught_up_query_reads_records_produced_later(
+    spark, kafka_cluster, topic_factory, tmp_path, max_task_idle_ms
+):
+    """The log end captured for a batch's planning must not outlive a "nothing to read" answer:
+    with -1 it bounded every later batch from the caught-up start, so nothing was read again."""
+    topic = topic_factory(2)
+    produce_rounds(kafka_cluster, topic, 2, 20, {0: 1, 1: 1})
+    query = CapturedQuery(spark, kafka_cluster.bootstrap_servers, tmp_path / "cp",
+                          subscribe=topic, **{"max.task.idle.ms": max_task_idle_ms})
+    try:
+        query.wait(lambda q: len(q.records()) == 40)
+        time.sleep(1.5)  # several 200 ms triggers plan from the caught-up start
+        produce_rounds(kafka_cluster, topic, 2, 15, {0: 1, 1: 1}, start=BASE_TS + 1000)
+        query.wait(lambda q: len(q.records()) == 70, timeout=30)
+    finally:
+        query.stop()
+    assert sorted((p, o) for _, p, o, _ in query.records()) == [(p, o) for p in (0, 1) for o in range(35)]
+
+
 @pytest.mark.mock_brokers(2)
 def test_partition_with_unfetched_data_blocks_instead_of_enforcing(spark, fresh_cluster, tmp_path):
     fresh_cluster.create_topic("lagging", 2)
