@@ -19,6 +19,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, List, Optional, Union
 
+from pyspark.sql.types import ArrayType, LongType, StructField, StructType
+
 from kafkasync_source.async_core import (
     FAILURE_MODES,
     ORDERINGS,
@@ -26,7 +28,7 @@ from kafkasync_source.async_core import (
     Completed,
     Retry,
 )
-from kafkasync_source.async_metrics import AsyncMetrics
+from kafkasync_source.async_metrics import METRICS_COLUMN, AsyncCounters, AsyncMetrics
 from kafkasync_source.async_schema import ResultChecker, output_schema, parse_returns, result_columns
 
 __all__ = ["Retry", "async_map"]
@@ -63,15 +65,19 @@ def async_map(
 
     ``ordering``: ``"input"`` keeps each task's input order; ``"key"`` also never overlaps calls for
     the same value of column ``key`` and starts them in input order; ``"none"`` hands rows back as
-    they finish. ``metrics``: an ``AsyncMetrics`` that the query's tasks add their counts to.
+    they finish. ``metrics``: an ``AsyncMetrics`` that receives the tasks' counts (Spark's observed metrics).
     """
     retry = Retry() if retry is None else retry
     _check_arguments(df, fn, max_in_flight, timeout, retry, ordering, key, on_failure, metrics)
     returns_schema = parse_returns(returns)
     schema = output_schema(df.schema, returns_schema)
     runner = _TaskRunner(fn, returns_schema, dict(max_in_flight=max_in_flight, timeout=timeout, retry=retry,
-                                                  ordering=ordering, key=key, on_failure=on_failure), metrics)
-    return df.mapInArrow(runner, schema)
+                                                  ordering=ordering, key=key, on_failure=on_failure),
+                         report_metrics=metrics is not None)
+    if metrics is None:
+        return df.mapInArrow(runner, schema)
+    with_metrics = StructType(schema.fields + [StructField(METRICS_COLUMN, ArrayType(LongType()), True)])
+    return metrics.observe(df.mapInArrow(runner, with_metrics))
 
 
 def _check_arguments(df, fn, max_in_flight, timeout, retry, ordering, key, on_failure, metrics) -> None:
@@ -106,13 +112,18 @@ def _is_coroutine_function(fn: Any) -> bool:
 
 
 class _TaskRunner:
-    """The ``mapInArrow`` function: pickled on the driver, called once per Spark task."""
+    """The ``mapInArrow`` function: pickled on the driver, called once per Spark task.
 
-    def __init__(self, fn, returns, options: Dict[str, Any], metrics: Optional[AsyncMetrics]):
+    With ``report_metrics``, every output batch has the extra ``METRICS_COLUMN`` (null), and a
+    task that had rows ends with one more row carrying its counters in it (``AsyncMetrics``
+    sums and drops those rows).
+    """
+
+    def __init__(self, fn, returns, options: Dict[str, Any], report_metrics: bool):
         self._fn = fn
         self._returns = returns
         self._options = options
-        self._metrics = metrics
+        self._report_metrics = report_metrics
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -129,13 +140,15 @@ class _TaskRunner:
         try:
             _on_loop(loop, _started(mapper))
             handed_back: Dict[int, int] = {}
+            last_output = None
             while True:
                 chunk = _on_loop(loop, mapper.next_chunk(linger=HAND_BACK_LINGER))
                 if chunk is None:
                     break
-                yield from self._output(chunk, kept, handed_back)
-            if self._metrics is not None:
-                self._metrics.add(mapper.counters)
+                for last_output in self._output(chunk, kept, handed_back):
+                    yield last_output
+            if self._report_metrics and last_output is not None:  # no rows: every counter is 0
+                yield _metrics_row(last_output, mapper.counters)
         finally:
             _on_loop(loop, mapper.aclose())
             loop.call_soon_threadsafe(loop.stop)
@@ -167,11 +180,30 @@ class _TaskRunner:
             ]
             names = inputs.schema.names + self._returns.fieldNames() + ["async_status", "async_error",
                                                                           "async_attempts"]
+            if self._report_metrics:
+                columns.append(pa.nulls(len(group), type=_metrics_arrow_type()))
+                names.append(METRICS_COLUMN)
             yield pa.RecordBatch.from_arrays(columns, names=names)
             handed_back[batch_no] = handed_back.get(batch_no, 0) + len(group)
             if handed_back[batch_no] == source.num_rows:
                 del kept[batch_no], handed_back[batch_no]
             start = end
+
+
+def _metrics_arrow_type() -> Any:
+    import pyarrow as pa
+
+    return pa.list_(pa.int64())
+
+
+def _metrics_row(last_output: Any, counters: AsyncCounters) -> Any:
+    """The task's counters as one more row: a copy of its last output row (so every column keeps
+    a valid value, NOT NULL ones included) with ``METRICS_COLUMN`` set."""
+    import pyarrow as pa
+
+    row = last_output.slice(last_output.num_rows - 1, 1)
+    vector = pa.array([counters.as_vector()], type=_metrics_arrow_type())
+    return pa.RecordBatch.from_arrays(row.columns[:-1] + [vector], names=row.schema.names)
 
 
 async def _started(mapper: AsyncMapper) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections import Counter
 
 import pytest
@@ -204,6 +205,27 @@ def test_bad_arguments_fail_at_once(spark, kwargs, error, match):
         async_map(spark.range(3), arguments.pop("fn"), **arguments)
 
 
+def test_batch_metrics_count_the_first_action_and_hide_their_rows(spark):
+    async def answer(row):  # defined here: cloudpickle sends it by value (test modules are not importable)
+        return {"customer": "c", "attempt": 1}
+
+    metrics = AsyncMetrics(spark, name="lookups")
+    out = async_map(spark.range(0, 50, 1, 2), answer, returns=RETURNS, metrics=metrics)
+    assert metrics.snapshot()["rows"] == 0 and metrics.latency_p50 is None, "nothing before an action"
+    assert out.count() == 50, "the tasks' metrics rows are dropped"
+    assert (metrics.rows, metrics.ok, metrics.calls, metrics.failures) == (50, 50, 50, 0)
+    assert metrics.batches == 0
+
+
+def test_an_async_metrics_serves_one_async_map_call(spark):
+    metrics = AsyncMetrics(spark)
+    async_map(spark.range(3), _noop, returns=RETURNS, metrics=metrics)
+    with pytest.raises(ValueError, match=r"is already used by another async_map call"):
+        async_map(spark.range(3), _noop, returns=RETURNS, metrics=metrics)
+    with pytest.raises(ValueError, match=r"AsyncMetrics: name='' must be a non-empty string"):
+        AsyncMetrics(spark, name="")
+
+
 def _json(value):
     return json.loads(value) if isinstance(value, str) else value
 
@@ -280,3 +302,33 @@ def test_streaming_enrichment_restarts_without_losing_or_duplicating_rows(
     assert max(counts.values()) == 1, "no row twice"
     assert result.filter("async_status != 'ok' OR customer IS NULL").count() == 0
     assert service.stats().overlaps == 0
+
+
+def test_streaming_metrics_add_up_every_batchs_observed_metrics(spark, kafka_cluster, topic_factory, tmp_path):
+    register(spark)
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(p, BASE_TS + i, b"k", b"v") for i in range(40) for p in (0, 1)])
+    metrics = AsyncMetrics(spark)
+    stream = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("max.task.idle.ms", -1)
+              .option("maxOffsetsPerTrigger", 30).load().select("offset"))
+
+    async def double(row):
+        return {"n": row["offset"] * 2}
+
+    sink = f"async_metrics_{uuid.uuid4().hex[:8]}"
+    query = (async_map(stream, double, returns="n long", metrics=metrics).writeStream.format("memory")
+             .queryName(sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    deadline = time.monotonic() + 30  # the listener gets each batch's progress a moment after it
+    while metrics.batches < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    batches = [p for p in query.recentProgress if p.numInputRows]
+    per_batch = [p.observedMetrics[metrics.name] for p in batches]
+    assert len(batches) == 3, "80 records, 30 per batch"
+    assert [m.rows for m in per_batch] == [p.numInputRows for p in batches] == [30, 30, 20]
+    assert [sum(m.latency_histogram) for m in per_batch] == [30, 30, 20]
+    assert (metrics.rows, metrics.ok, metrics.calls, metrics.batches) == (80, 80, 80, 3)
+    assert spark.table(sink).count() == 80, "the tasks' metrics rows are dropped"
+    assert metrics.catch_up(query).rows == 80, "catch_up never counts a batch twice"
