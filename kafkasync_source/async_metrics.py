@@ -167,8 +167,15 @@ class AsyncMetrics:
         (100) batches.
         """
         for progress in query.recentProgress:
-            self.add_progress(json.loads(progress.json))
+            self.add_progress(_progress_dict(progress))
         return self
+
+    def of_batch(self, progress: Any) -> Optional[Dict[str, Any]]:
+        """One micro-batch's counts, as ``snapshot()`` gives totals, from its progress
+        (``query.lastProgress``, an element of ``recentProgress``, or a listener event's
+        ``progress``); None when that batch has none (no rows, or another query)."""
+        counts = (_progress_dict(progress).get("observedMetrics") or {}).get(self.name)
+        return _snapshot_of(_vector_of(counts)) if counts else None
 
     @property
     def batches(self) -> int:
@@ -203,10 +210,18 @@ class AsyncMetrics:
         return quantile(self.latency_histogram, 0.99)
 
     def snapshot(self) -> Dict[str, Any]:
-        vector = self._vector()
-        histogram = vector[len(COUNTER_NAMES):]
-        return {**dict(zip(COUNTER_NAMES, vector)),
-                "latency_p50": quantile(histogram, 0.5), "latency_p99": quantile(histogram, 0.99)}
+        return _snapshot_of(self._vector())
+
+
+def _snapshot_of(vector: List[int]) -> Dict[str, Any]:
+    histogram = vector[len(COUNTER_NAMES):]
+    return {**dict(zip(COUNTER_NAMES, vector)),
+            "latency_p50": quantile(histogram, 0.5), "latency_p99": quantile(histogram, 0.99)}
+
+
+def _progress_dict(progress: Any) -> Dict[str, Any]:
+    """A ``StreamingQueryProgress`` (classic or Connect) or a progress dict, as a plain dict."""
+    return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
 
 
 def _observed_columns() -> List[Any]:
@@ -223,12 +238,30 @@ def _observed_columns() -> List[Any]:
 
 
 def _vector_of(counts: Any) -> List[int]:
-    """An observed-metrics row (a Row or a dict; a JSON string in a progress) as a vector."""
+    """An observed-metrics row of a progress as a vector (see ``_named_values`` for its forms)."""
+    named = _named_values(counts)
+    return [int(named[name]) for name in COUNTER_NAMES] + [int(n) for n in named[LATENCY_FIELD]]
+
+
+def _named_values(counts: Any) -> Dict[str, Any]:
+    """An observed-metrics row as {field: value}, whatever form the progress gave it in.
+
+    Classic sessions' progress and Connect's listener events hold ``{field: value}`` (a Row in a
+    ``StreamingQueryProgress``); PySpark 4.3.0's Connect ``recentProgress``/``lastProgress``
+    hold ``{"values": [...], "schema": {...}}`` instead (a Row with those two fields).
+    """
     if isinstance(counts, str):
         counts = json.loads(counts)
     if hasattr(counts, "asDict"):
         counts = counts.asDict()
-    return [int(counts[name]) for name in COUNTER_NAMES] + [int(n) for n in counts[LATENCY_FIELD]]
+    if set(counts) == {"values", "schema"}:
+        names = [field["name"] for field in _json_value(counts["schema"])["fields"]]
+        return dict(zip(names, counts["values"]))
+    return counts
+
+
+def _json_value(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _is_connect(obj: Any) -> bool:
@@ -264,7 +297,8 @@ class _ProgressListener:
     """One ``StreamingQueryListener`` per session, feeding each progress to the ``AsyncMetrics``
     objects of that session's streaming ``async_map`` calls."""
 
-    _by_session: Dict[int, "_ProgressListener"] = {}
+    # Keyed by the session object itself: an id() could be reused by a later session.
+    _by_session: "weakref.WeakKeyDictionary[Any, _ProgressListener]" = weakref.WeakKeyDictionary()
     _registry_lock = threading.Lock()
 
     def __init__(self) -> None:
@@ -273,9 +307,9 @@ class _ProgressListener:
     @classmethod
     def attach(cls, metrics: AsyncMetrics) -> None:
         with cls._registry_lock:
-            listener = cls._by_session.get(id(metrics._spark))
+            listener = cls._by_session.get(metrics._spark)
             if listener is None:
-                listener = cls._by_session[id(metrics._spark)] = cls()
+                listener = cls._by_session[metrics._spark] = cls()
                 if _is_connect(metrics._spark):
                     _deliver_pending_accumulator_updates(metrics._spark)
                 metrics._spark.streams.addListener(_as_streaming_listener(listener))
@@ -307,7 +341,7 @@ def _as_streaming_listener(listener: _ProgressListener) -> Any:
             pass
 
         def onQueryProgress(self, event: Any) -> None:
-            listener.on_progress(json.loads(event.progress.json))
+            listener.on_progress(_progress_dict(event.progress))
 
         def onQueryIdle(self, event: Any) -> None:
             pass
