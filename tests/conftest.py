@@ -1,7 +1,8 @@
 """Shared fixtures: a local Spark session and in-process Kafka (librdkafka mock).
 
 Fixtures:
-    spark           session-scoped SparkSession (local[2], UTC, no UI, quiet logs)
+    spark           session-scoped SparkSession (local[2], UTC, no UI, quiet logs) that also
+                    serves Spark Connect clients on ``spark_connect_port``
     kafka_cluster   session-scoped MockKafkaCluster (1 broker) shared by all tests
     topic_factory   function-scoped: ``topic_factory(partitions=1)`` creates a
                     uniquely named topic on ``kafka_cluster`` and returns its name
@@ -16,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import socket
 import sys
 import uuid
 
@@ -46,8 +48,20 @@ def pytest_configure(config):
     )
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def spark_connect_port() -> int:
+    """The port of the Spark Connect server that the shared session runs (tests/test_connect.py)."""
+    return _free_port()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory, spark_connect_port):
     from kafkasync_source.testing.spark import local_spark_session
 
     session = local_spark_session(
@@ -57,6 +71,11 @@ def spark(tmp_path_factory):
             "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
             "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
             "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+            # One JVM serves classic tests and, through this plugin, Connect clients: a second
+            # JVM for the Connect tests would cost a minute of the 2-core CI budget.
+            "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(spark_connect_port),
         },
     )
     try:
