@@ -52,8 +52,16 @@ test-slow: venv
 demo: venv
 	$(PY) -m kafkasync_source.demo
 
+# The real-broker suite. Its broker: KAFKASYNC_BOOTSTRAP, else KAFKA_HOME, else the official
+# Apache Kafka $(KAFKA_VERSION) release jars from Maven Central (resolved once into
+# ~/.cache/kafkasync/, which needs mvn and Java 17+), else Docker (integration/conftest.py).
+# A 3.x release runs the subset marked `compat`.
+KAFKA_VERSION ?= 4.3.1
 integration: venv
-	$(PY) -m pytest integration -rs $(PYTEST_ARGS)
+	@if [ -z "$$KAFKASYNC_BOOTSTRAP$$KAFKA_HOME" ]; then \
+	  $(PY) -m kafkasync_source.testing.kafka_dist $(KAFKA_VERSION) >/dev/null || \
+	  echo "make integration: no broker from Maven Central; it needs mvn and Java 17+ (see above)." >&2; fi
+	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run

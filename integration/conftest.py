@@ -4,19 +4,25 @@ Where the broker comes from, in order:
   1. ``KAFKASYNC_BOOTSTRAP=host:port``: a running broker (e.g. ``docker compose up -d --wait``
      and ``KAFKASYNC_BOOTSTRAP=localhost:9092``);
   2. ``KAFKA_HOME``: an Apache Kafka installation (3.7 or newer, e.g. an unpacked binary
-     download): the suite formats a single-node KRaft broker in a temporary directory on free
-     loopback ports, starts it, and stops it and removes its data at the end
-     (kafkasync_source/testing/kafka_home.py);
-  3. a throw-away ``apache/kafka`` container started with testcontainers, when a
+     download);
+  3. Maven: the official Apache Kafka release jars from Maven Central (``KAFKA_VERSION``,
+     default 4.3.1), resolved once into ``~/.cache/kafkasync/`` (``make integration`` resolves
+     them before pytest starts and says how long it took);
+  4. a throw-away ``apache/kafka`` container started with testcontainers, when a
      Docker engine answers;
-  4. otherwise every test here is skipped, with the reason printed.
+  5. otherwise every test here is skipped, with the reason printed — or fails, when
+     ``KAFKASYNC_REQUIRE_BROKER=1`` (CI sets it: a suite that skipped everything proved nothing).
 
-Tests that stop and restart a broker, or need SASL users, run only with ``KAFKA_HOME`` (the
-``kafka_home_broker`` factory); elsewhere they are skipped, saying so.
+With 2 and 3 the suite formats single-node KRaft brokers in temporary directories on free
+loopback ports, starts them, and stops them and removes their data at the end
+(kafkasync_source/testing/local_broker.py). Tests that stop and restart a broker, or need SASL
+users, need such a distribution (the ``own_broker`` factory); with 1 or 4 they are skipped,
+saying so.
 
 Fixtures:
+    kafka_distribution  session-scoped KafkaDistribution (KAFKA_HOME or Maven), or None
     bootstrap_servers   session-scoped "host:port"
-    kafka_home_broker   ``kafka_home_broker(sasl=None) -> KafkaHomeBroker``: a broker of its
+    own_broker          ``own_broker(sasl=None) -> LocalKafkaBroker``: a broker of its
                         own for the test, started; closed at the end of the test
     admin               session-scoped confluent_kafka AdminClient
     topic_factory       ``topic_factory(partitions=1) -> name``: creates a unique
@@ -46,10 +52,20 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 KAFKA_IMAGE = os.environ.get("KAFKASYNC_KAFKA_IMAGE", "apache/kafka:4.0.0")
 NO_BROKER = (
-    "no Kafka broker: set KAFKASYNC_BOOTSTRAP=host:port, or KAFKA_HOME to an Apache Kafka "
+    "no Kafka broker: install Maven ('mvn') and Java 17+ so that the suite resolves Apache Kafka "
+    "from Maven Central, or set KAFKASYNC_BOOTSTRAP=host:port, or KAFKA_HOME to an Apache Kafka "
     "installation (3.7+), or start a Docker engine (docker compose up -d)"
 )
-NO_KAFKA_HOME = "needs a broker the suite controls: set KAFKA_HOME to an Apache Kafka installation (3.7+)"
+NO_OWN_BROKER = ("needs brokers the suite starts and stops: Maven and Java 17+, or KAFKA_HOME "
+                 "(not KAFKASYNC_BOOTSTRAP or Docker)")
+
+
+def skip_without_broker(reason: str) -> None:
+    """Skip, saying why — or fail, where a run must prove something (CI sets
+    ``KAFKASYNC_REQUIRE_BROKER=1``)."""
+    if os.environ.get("KAFKASYNC_REQUIRE_BROKER", "") not in ("", "0"):
+        pytest.fail(f"KAFKASYNC_REQUIRE_BROKER is set, but: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -165,18 +181,39 @@ class ApacheKafkaContainer:
 
 
 @pytest.fixture(scope="session")
-def bootstrap_servers():
+def kafka_distribution():
+    """The Kafka release brokers are started from: ``KAFKA_HOME``, else Maven Central's jars
+    (``KAFKA_VERSION``); None where ``KAFKASYNC_BOOTSTRAP`` names a broker, or neither can be
+    had (why is in ``kafka_distribution_problem``)."""
+    from kafkasync_source.testing.kafka_dist import DEFAULT_KAFKA_VERSION, KafkaHome, maven_kafka
+
+    if os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip():
+        return None
+    home = os.environ.get("KAFKA_HOME", "").strip()
+    if home:
+        return KafkaHome(home)
+    try:
+        return maven_kafka(os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION)
+    except RuntimeError as exc:
+        _DISTRIBUTION_PROBLEM.append(str(exc))
+        return None
+
+
+_DISTRIBUTION_PROBLEM: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka_distribution):
     env = os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip()
     if env:
         _wait_for_broker(env, 60)
         yield env
         return
-    home = os.environ.get("KAFKA_HOME", "").strip()
-    if home:
-        from kafkasync_source.testing.kafka_home import KafkaHomeBroker
+    if kafka_distribution is not None:
+        from kafkasync_source.testing.local_broker import LocalKafkaBroker
 
-        broker = KafkaHomeBroker(home).start()
-        print(f"\nintegration: Kafka {broker.version()} from KAFKA_HOME at {broker.bootstrap_servers}")
+        broker = LocalKafkaBroker(kafka_distribution).start()
+        print(f"\nintegration: Apache Kafka {broker.version()} at {broker.bootstrap_servers}")
         try:
             yield broker.bootstrap_servers
         finally:
@@ -184,7 +221,8 @@ def bootstrap_servers():
         return
     why_not = _docker_engine_reachable()
     if why_not is not None:
-        pytest.skip(f"{NO_BROKER} [docker: {why_not}]")
+        skip_without_broker(f"{NO_BROKER} [maven: {'; '.join(_DISTRIBUTION_PROBLEM) or 'not tried'}] "
+                            f"[docker: {why_not}]")
     container = ApacheKafkaContainer().start()
     try:
         yield container.bootstrap_servers
@@ -193,17 +231,16 @@ def bootstrap_servers():
 
 
 @pytest.fixture
-def kafka_home_broker():
-    """A broker of the test's own from KAFKA_HOME, which the test may stop and restart."""
-    home = os.environ.get("KAFKA_HOME", "").strip()
-    if not home:
-        pytest.skip(NO_KAFKA_HOME)
-    from kafkasync_source.testing.kafka_home import KafkaHomeBroker
+def own_broker(kafka_distribution):
+    """A broker of the test's own, which the test may stop and restart."""
+    if kafka_distribution is None:
+        skip_without_broker(NO_OWN_BROKER)
+    from kafkasync_source.testing.local_broker import LocalKafkaBroker
 
     brokers = []
 
     def make(sasl=None):
-        broker = KafkaHomeBroker(home, sasl=sasl).start()
+        broker = LocalKafkaBroker(kafka_distribution, sasl=sasl).start()
         brokers.append(broker)
         return broker
 

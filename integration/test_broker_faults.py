@@ -1,6 +1,6 @@
-"""Faults only a real broker shows, on a broker the suite controls (``KAFKA_HOME``).
+"""Faults only a real broker shows, on a broker the suite controls (Maven or ``KAFKA_HOME``).
 
-Each test starts a broker of its own (``kafka_home_broker``) where it stops, restarts or
+Each test starts a broker of its own (``own_broker``) where it stops, restarts or
 reconfigures it; the others use the session's broker. Records are stamped in the recent past
 and every delivery report is checked (test_kafkasync_broker.produce).
 """
@@ -22,7 +22,7 @@ from pyspark.errors import StreamingQueryException
 from kafkasync_source.source import register
 from kafkasync_source.testing import Record, produce_confirmed
 from kafkasync_source.testing.broker import create_topic
-from kafkasync_source.testing.kafka_home import SaslUsers
+from kafkasync_source.testing.local_broker import SaslUsers
 from test_kafkasync_broker import BASE_TS, open_transaction, produce
 
 
@@ -56,19 +56,19 @@ def read_pairs(batches) -> Counter:
     return Counter(pair for rows in list(batches.values()) for pair in rows)
 
 
-def own_broker_with_topic(spark, kafka_home_broker, prefix: str, partitions: int):
+def own_broker_with_topic(spark, own_broker, prefix: str, partitions: int):
     """A broker of the test's own (it stops or restarts it) and a fresh topic on it."""
     register(spark)
-    broker = kafka_home_broker()
+    broker = own_broker()
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     create_topic(AdminClient({"bootstrap.servers": broker.bootstrap_servers}), topic, partitions)
     return broker, broker.bootstrap_servers, topic
 
 
 def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_record_once(
-    spark, kafka_home_broker, tmp_path
+    spark, own_broker, tmp_path
 ):
-    broker, bootstrap, topic = own_broker_with_topic(spark, kafka_home_broker, "restarts", 2)
+    broker, bootstrap, topic = own_broker_with_topic(spark, own_broker, "restarts", 2)
     acknowledged: list[tuple[int, int]] = []
     stop = threading.Event()
 
@@ -109,9 +109,9 @@ def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_
 
 
 def test_a_broker_down_longer_than_the_retry_bounds_fails_the_query_naming_it(
-    spark, kafka_home_broker, tmp_path
+    spark, own_broker, tmp_path
 ):
-    broker, bootstrap, topic = own_broker_with_topic(spark, kafka_home_broker, "down", 1)
+    broker, bootstrap, topic = own_broker_with_topic(spark, own_broker, "down", 1)
     produce(bootstrap, topic, [(0, BASE_TS + i, b"v") for i in range(50)])
     query, batches = stream_offsets(spark, bootstrap, topic, tmp_path / "cp", **{
         "kafkaConsumer.pollTimeoutMs": 8_000, "fetchOffset.numRetries": 1,
@@ -180,9 +180,9 @@ TOTAL = 4_000
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_retention_removing_unread_records(spark, kafka_home_broker, tmp_path, fail_on_data_loss):
+def test_retention_removing_unread_records(spark, own_broker, tmp_path, fail_on_data_loss):
     register(spark)
-    broker = kafka_home_broker()
+    broker = own_broker()
     bootstrap = broker.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"retention-{uuid.uuid4().hex[:8]}"
@@ -268,10 +268,10 @@ SECRETS = {"alice": "alice-plain-s3cret", "bob": "bob-scram-s3cret"}
     ("SCRAM-SHA-512", "bob", "org.apache.kafka.common.security.scram.ScramLoginModule"),
 ])
 def test_sasl_users_authenticate_through_a_jaas_config_and_no_secret_leaks(
-    spark, kafka_home_broker, tmp_path, caplog, mechanism, user, module
+    spark, own_broker, tmp_path, caplog, mechanism, user, module
 ):
     register(spark)
-    broker = kafka_home_broker(sasl=SaslUsers(plain={"alice": SECRETS["alice"]},
+    broker = own_broker(sasl=SaslUsers(plain={"alice": SECRETS["alice"]},
                                               scram_sha_512={"bob": SECRETS["bob"]}))
     topic = f"sasl-{uuid.uuid4().hex[:8]}"
     create_topic(AdminClient({"bootstrap.servers": broker.bootstrap_servers}), topic, 1)

@@ -1,13 +1,16 @@
-"""A real single-node Apache Kafka broker started from an installation (``KAFKA_HOME``).
+"""A real single-node Apache Kafka broker started on loopback from a distribution.
 
 The integration suite needs a broker it controls: one it can stop and restart under a running
-query, and one with SASL users. :class:`KafkaHomeBroker` formats a KRaft broker + controller in
-a temporary directory on free loopback ports with the installation's own scripts
-(``bin/kafka-storage.sh format``, ``bin/kafka-server-start.sh``), waits until it answers, and
-removes its data when closed. Any Apache Kafka 3.7 or newer works (``--add-scram`` needs 3.5+,
-a static ``controller.quorum.voters`` quorum is accepted by every KRaft version); an Apache
-binary download unpacked anywhere is enough::
+query, and one with SASL users. :class:`LocalKafkaBroker` formats a KRaft broker + controller
+in a temporary directory on free loopback ports with the distribution's storage tool, starts
+it, waits until it answers, and removes its data when closed. The distribution is the release
+jars from Maven Central (:func:`~kafkasync_source.testing.kafka_dist.maven_kafka`, what
+``make integration`` uses by default) or an unpacked binary download (``KAFKA_HOME``). Any
+Apache Kafka 3.7 or newer works (``--add-scram`` needs 3.5+, a static
+``controller.quorum.voters`` quorum is accepted by every KRaft version)::
 
+    make integration                        # Kafka 4.3.1 from Maven Central
+    make integration KAFKA_VERSION=3.9.2
     KAFKA_HOME=~/kafka_2.13-4.1.0 make integration
 """
 
@@ -24,16 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-SCRIPTS = ("bin/kafka-storage.sh", "bin/kafka-server-start.sh")
-
-
-def kafka_home_problem(home: str) -> Optional[str]:
-    """None if ``home`` looks like a Kafka installation, else what is missing."""
-    missing = [script for script in SCRIPTS if not os.access(os.path.join(home, script), os.X_OK)]
-    if missing:
-        return f"KAFKA_HOME={home} has no executable {', '.join(missing)}"
-    return None
-
+from kafkasync_source.testing.kafka_dist import KafkaDistribution
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -50,18 +44,13 @@ class SaslUsers:
     scram_sha_512: Mapping[str, str] = field(default_factory=dict)
 
 
-class KafkaHomeBroker:
-    """One KRaft broker + controller process from ``kafka_home``; ``bootstrap_servers`` is the
+class LocalKafkaBroker:
+    """One KRaft broker + controller process of ``distribution``; ``bootstrap_servers`` is the
     PLAINTEXT listener, ``sasl_bootstrap_servers`` the SASL_PLAINTEXT one (when ``sasl``)."""
 
-    def __init__(self, kafka_home: str, *, sasl: Optional[SaslUsers] = None,
-                 heap: str = "-Xmx768m -Xms256m") -> None:
-        problem = kafka_home_problem(kafka_home)
-        if problem:
-            raise ValueError(problem)
-        self.kafka_home = os.path.abspath(kafka_home)
+    def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None) -> None:
+        self.distribution = distribution
         self._sasl = sasl
-        self._heap = heap
         self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
         self._port, self._controller_port = _free_port(), _free_port()
         self._sasl_port = _free_port() if sasl else None
@@ -74,17 +63,15 @@ class KafkaHomeBroker:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout: float = 90.0) -> "KafkaHomeBroker":
+    def start(self, timeout: float = 90.0) -> "LocalKafkaBroker":
         """Start the broker (again, on the same data and ports) and wait until it answers."""
         if self._process is not None and self._process.poll() is None:
             return self
-        env = {**os.environ, "KAFKA_HEAP_OPTS": self._heap,
-               "LOG_DIR": os.path.join(self._dir, "server-logs")}
-        env.pop("KAFKA_OPTS", None)
         log = open(os.path.join(self._dir, "server.out"), "ab")
         self._process = subprocess.Popen(
-            [os.path.join(self.kafka_home, "bin/kafka-server-start.sh"), self._properties],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            self.distribution.server_command(self._properties, self._dir),
+            stdout=log, stderr=subprocess.STDOUT, env=self._env("-Xmx768m -Xms256m"),
+            start_new_session=True,
         )
         log.close()
         self._wait_until_answering(timeout)
@@ -111,18 +98,15 @@ class KafkaHomeBroker:
         self.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> "KafkaHomeBroker":
+    def __enter__(self) -> "LocalKafkaBroker":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def version(self) -> str:
-        """The broker's version, from its kafka-clients/server jar name (e.g. ``4.3.0``)."""
-        for name in sorted(os.listdir(os.path.join(self.kafka_home, "libs"))):
-            if name.startswith("kafka-clients-") and name.endswith(".jar"):
-                return name[len("kafka-clients-"):-len(".jar")]
-        return "unknown"
+        """The broker's release (e.g. ``4.3.1``)."""
+        return self.distribution.version
 
     # ------------------------------------------------------------------ internals
 
@@ -171,15 +155,20 @@ class KafkaHomeBroker:
             handle.write("\n".join(lines) + "\n")
 
     def _format(self) -> None:
-        command = [os.path.join(self.kafka_home, "bin/kafka-storage.sh"), "format",
-                   "-t", _cluster_id(), "-c", self._properties]
+        arguments = ["format", "-t", _cluster_id(), "-c", self._properties]
         for name, password in (self._sasl.scram_sha_512.items() if self._sasl else ()):
-            command += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
-        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": os.path.join(self._dir, "server-logs")}
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+            arguments += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
+        result = subprocess.run(self.distribution.storage_command(arguments, self._dir),
+                                capture_output=True, text=True, env=self._env("-Xmx256m"), timeout=120)
         if result.returncode != 0:
-            raise RuntimeError(f"kafka-storage.sh format failed ({result.returncode}): "
+            raise RuntimeError(f"kafka-storage format failed ({result.returncode}): "
                                f"{(result.stderr or result.stdout)[-2000:]}")
+
+    def _env(self, heap: str) -> dict[str, str]:
+        """The scripts of a ``KAFKA_HOME`` read their heap and log directory from here."""
+        env = {**os.environ, "KAFKA_HEAP_OPTS": heap, "LOG_DIR": os.path.join(self._dir, "server-logs")}
+        env.pop("KAFKA_OPTS", None)
+        return env
 
     def _wait_until_answering(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient

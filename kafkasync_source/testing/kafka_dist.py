@@ -1,0 +1,223 @@
+"""Where a real Apache Kafka comes from for the integration suite and the benchmarks.
+
+Two kinds of distribution start the same KRaft broker:
+
+* :class:`KafkaHome` — an unpacked Apache Kafka binary download (``KAFKA_HOME``): its own
+  ``bin/kafka-storage.sh`` and ``bin/kafka-server-start.sh``;
+* :class:`KafkaJars` — the official release jars from Maven Central
+  (``org.apache.kafka:kafka_2.13`` and its dependencies, see ``maven/kafka-broker.pom.xml``),
+  run directly: ``java -cp libs/* kafka.tools.StorageTool format`` and ``java -cp libs/*
+  kafka.Kafka``, with a logging configuration of our own.
+
+:func:`maven_kafka` resolves a version into a cache outside the repository
+(``~/.cache/kafkasync/kafka-<version>/``, ``KAFKASYNC_CACHE`` to move it), once: later calls
+find the cache complete and run no ``mvn``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Optional, Protocol, Sequence
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+"""The Kafka release ``make integration`` provisions when ``KAFKA_VERSION`` is not set."""
+
+POM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "maven", "kafka-broker.pom.xml")
+_COMPLETE = ".complete"
+"""Written last into a cache directory: a resolution cut off half way is not taken as done."""
+
+
+class KafkaDistribution(Protocol):
+    """How to run a Kafka release's storage tool and broker on this machine."""
+
+    version: str
+
+    def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
+        """The command line of ``kafka-storage.sh`` with ``arguments``."""
+
+    def server_command(self, properties: str, work_dir: str) -> list[str]:
+        """The command line that runs a broker from ``properties`` in the foreground."""
+
+
+class KafkaHome:
+    """An unpacked Apache Kafka binary download, run through its own scripts."""
+
+    SCRIPTS = ("bin/kafka-storage.sh", "bin/kafka-server-start.sh")
+
+    def __init__(self, home: str) -> None:
+        missing = [s for s in self.SCRIPTS if not os.access(os.path.join(home, s), os.X_OK)]
+        if missing:
+            raise ValueError(f"KAFKA_HOME={home} has no executable {', '.join(missing)}")
+        self.home = os.path.abspath(home)
+        self.version = _version_from_jars(os.path.join(self.home, "libs"))
+
+    def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
+        return [os.path.join(self.home, "bin/kafka-storage.sh"), *arguments]
+
+    def server_command(self, properties: str, work_dir: str) -> list[str]:
+        return [os.path.join(self.home, "bin/kafka-server-start.sh"), properties]
+
+
+class KafkaJars:
+    """A directory of the release's jars (what :func:`maven_kafka` resolves), run with ``java``."""
+
+    def __init__(self, libs: str, *, java: Optional[str] = None) -> None:
+        self.libs = os.path.abspath(libs)
+        self.version = _version_from_jars(self.libs)
+        self._java = java or _java()
+
+    def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
+        return self._java_command("kafka.tools.StorageTool", arguments, work_dir, heap="-Xmx256m")
+
+    def server_command(self, properties: str, work_dir: str) -> list[str]:
+        return self._java_command("kafka.Kafka", [properties], work_dir, heap="-Xmx768m -Xms256m")
+
+    def _java_command(self, main: str, arguments: Sequence[str], work_dir: str, heap: str) -> list[str]:
+        return [self._java, *heap.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                *self._logging(work_dir), "-cp", os.path.join(self.libs, "*"), main, *arguments]
+
+    def _logging(self, work_dir: str) -> list[str]:
+        """Kafka 4 logs through log4j2 (KIP-653), 3.x through reload4j: a file appender into
+        ``work_dir/server-logs``, warnings only from the noisy request loggers."""
+        log_dir = os.path.join(work_dir, "server-logs")
+        os.makedirs(log_dir, exist_ok=True)
+        if _major(self.version) >= 4:
+            path = os.path.join(work_dir, "log4j2.properties")
+            _write_once(path, "\n".join([
+                "status = warn",
+                "appender.file.type = File",
+                "appender.file.name = file",
+                f"appender.file.fileName = {log_dir}/server.log",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.file.ref = file",
+                "logger.request.name = kafka.request.logger",
+                "logger.request.level = WARN",
+                "",
+            ]))
+            return [f"-Dlog4j2.configurationFile={path}"]
+        path = os.path.join(work_dir, "log4j.properties")
+        _write_once(path, "\n".join([
+            "log4j.rootLogger=INFO, file",
+            "log4j.appender.file=org.apache.log4j.FileAppender",
+            f"log4j.appender.file.File={log_dir}/server.log",
+            "log4j.appender.file.layout=org.apache.log4j.PatternLayout",
+            "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n",
+            "log4j.logger.kafka.request.logger=WARN",
+            "",
+        ]))
+        return [f"-Dlog4j.configuration=file:{path}"]
+
+
+def maven_problem() -> Optional[str]:
+    """None if ``mvn`` and a Java 17+ runtime are there, else what is missing."""
+    if shutil.which("mvn") is None:
+        return "Maven ('mvn') is not on PATH: install it (e.g. 'apt-get install maven') and Java 17+"
+    try:
+        java = _java()
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
+        return f"no runnable Java ({exc}): install Java 17+"
+    text = out.stderr + out.stdout
+    try:
+        version = text.split('"')[1]
+        major = int(version.split(".")[0] if not version.startswith("1.") else version.split(".")[1])
+    except (IndexError, ValueError):
+        return f"cannot read the Java version from {text.strip()[:200]!r}"
+    if major < 17:
+        return f"Java {version} is too old: Kafka 4 and Spark 4 need Java 17+"
+    return None
+
+
+def cache_root() -> str:
+    """Where resolved jars are kept: ``$KAFKASYNC_CACHE`` or ``~/.cache/kafkasync``."""
+    return os.environ.get("KAFKASYNC_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kafkasync")
+
+
+def maven_kafka(version: str = DEFAULT_KAFKA_VERSION, *, log=None) -> KafkaJars:
+    """The official Apache Kafka ``version`` from Maven Central, resolved once into the cache.
+
+    ``log`` (default: print to stderr) is told what is downloaded and how long it took."""
+    say = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    libs = os.path.join(cache_root(), f"kafka-{version}", "libs")
+    if os.path.exists(os.path.join(libs, _COMPLETE)):
+        return KafkaJars(libs)
+    problem = maven_problem()
+    if problem:
+        raise RuntimeError(problem)
+    profile = "log4j2" if _major(version) >= 4 else "reload4j"
+    staging = libs + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    command = ["mvn", "-B", "-ntp", "-f", POM, f"-P{profile}", "dependency:copy-dependencies",
+               f"-Dkafka.version={version}", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
+    say(f"kafkasync: resolving Apache Kafka {version} (org.apache.kafka:kafka_2.13:{version} and its "
+        f"runtime dependencies) from Maven Central into {libs}")
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        tail = "\n".join(line for line in result.stdout.splitlines() if "ERROR" in line)[-3000:]
+        raise RuntimeError(f"mvn could not resolve Apache Kafka {version} (exit {result.returncode}):\n{tail}")
+    jars = sorted(name for name in os.listdir(staging) if name.endswith(".jar"))
+    shutil.rmtree(libs, ignore_errors=True)
+    os.replace(staging, libs)
+    with open(os.path.join(libs, _COMPLETE), "w") as handle:
+        handle.write("\n".join(jars) + "\n")
+    size = sum(os.path.getsize(os.path.join(libs, name)) for name in jars)
+    say(f"kafkasync: Apache Kafka {version}: {len(jars)} jars, {size / 2**20:.0f} MiB, resolved in "
+        f"{time.monotonic() - started:.1f} s: {', '.join(jars)}")
+    return KafkaJars(libs)
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if found is None:
+        raise FileNotFoundError("no 'java' on PATH or in JAVA_HOME")
+    return found
+
+
+def _version_from_jars(libs: str) -> str:
+    """The release's version, from its kafka-clients jar name (``kafka-clients-4.3.1.jar``)."""
+    for name in sorted(os.listdir(libs)):
+        if name.startswith("kafka-clients-") and name.endswith(".jar"):
+            return name[len("kafka-clients-"):-len(".jar")]
+    return "unknown"
+
+
+def _major(version: str) -> int:
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        return 4
+
+
+def _write_once(path: str, text: str) -> None:
+    if not os.path.exists(path):
+        with open(path, "w") as handle:
+            handle.write(text)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m kafkasync_source.testing.kafka_dist [VERSION]``: resolve a release into the
+    cache (what ``make integration`` does first) and print its jar directory; exit 3 with the
+    reason when Maven or Java is missing."""
+    version = argv[0] if argv else os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    try:
+        jars = maven_kafka(version)
+    except RuntimeError as exc:
+        print(f"kafkasync: cannot provision Apache Kafka {version}: {exc}", file=sys.stderr)
+        return 3
+    print(jars.libs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
