@@ -65,6 +65,7 @@ def own_broker_with_topic(spark, own_broker, prefix: str, partitions: int):
     return broker, broker.bootstrap_servers, topic
 
 
+@pytest.mark.compat
 def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_record_once(
     spark, own_broker, tmp_path
 ):
@@ -230,6 +231,7 @@ def test_retention_removing_unread_records(spark, own_broker, tmp_path, fail_on_
         assert sum(p.numInputRows for p in second.recentProgress) == TOTAL - low
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_open_and_aborted_transactions(spark, bootstrap_servers, admin, tmp_path, isolation):
     register(spark)
@@ -263,6 +265,7 @@ def test_open_and_aborted_transactions(spark, bootstrap_servers, admin, tmp_path
 SECRETS = {"alice": "alice-plain-s3cret", "bob": "bob-scram-s3cret"}
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("mechanism,user,module", [
     ("PLAIN", "alice", "org.apache.kafka.common.security.plain.PlainLoginModule"),
     ("SCRAM-SHA-512", "bob", "org.apache.kafka.common.security.scram.ScramLoginModule"),

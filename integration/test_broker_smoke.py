@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPartition
 
 
+@pytest.mark.compat
 def test_records_round_trip_through_a_real_broker(bootstrap_servers, topic_factory):
     topic = topic_factory(3)
     now_ms = int(time.time() * 1000)

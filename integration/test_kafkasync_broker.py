@@ -6,6 +6,8 @@ retention.ms=-1 as well). Every producer checks its delivery reports."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import time
 import uuid
@@ -38,6 +40,7 @@ def open_transaction(bootstrap: str, topic: str, records: list[tuple[int, int, b
     return producer
 
 
+@pytest.mark.compat
 def test_stream_is_aligned_and_reads_every_record_once(spark, bootstrap_servers, topic_factory, tmp_path):
     register(spark)
     orders, payments = topic_factory(2), topic_factory(1)
@@ -132,6 +135,7 @@ def wait_until(query, condition, timeout=90.0):
     raise AssertionError("condition not reached in time")
 
 
+@pytest.mark.compat
 def test_an_open_transaction_does_not_stall_read_committed(spark, bootstrap_servers, topic_factory, tmp_path):
     """Under read_committed a fetch stops at the last stable offset: partition 1's lag must be
     measured against it, or the open transaction holds every batch back (issue 12, item 1)."""
@@ -158,6 +162,7 @@ def test_an_open_transaction_does_not_stall_read_committed(spark, bootstrap_serv
     assert Counter((p, o) for p, o, _ in rows).most_common(1)[0][1] == 1
 
 
+@pytest.mark.compat
 def test_isolation_level_decides_whether_aborted_records_are_read(spark, bootstrap_servers, topic_factory):
     register(spark)
     topic = topic_factory(1)

@@ -9,6 +9,8 @@ and every delivery report is checked.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import time
 from collections import Counter
@@ -71,6 +73,7 @@ def assert_never_behind_stream_time(batches: dict) -> None:
         reached = max(ts for _, _, ts in rows)
 
 
+@pytest.mark.compat
 def test_a_skewed_backfill_is_synchronized_from_the_index_alone(spark, bootstrap_servers, topic_factory, tmp_path):
     register(spark)
     topic = topic_factory(3)
@@ -82,6 +85,7 @@ def test_a_skewed_backfill_is_synchronized_from_the_index_alone(spark, bootstrap
     assert_never_behind_stream_time(batches)
 
 
+@pytest.mark.compat
 def test_rate_limited_batches_are_the_same_on_every_run_and_on_both_paths(
     spark, bootstrap_servers, topic_factory, tmp_path
 ):
@@ -100,6 +104,7 @@ def test_rate_limited_batches_are_the_same_on_every_run_and_on_both_paths(
         [{t: {p: v["offset"] for p, v in parts.items()} for t, parts in batch.items()} for batch in offsets[3]]
 
 
+@pytest.mark.compat
 def test_an_available_now_run_with_and_without_an_ending_time(spark, bootstrap_servers, topic_factory, tmp_path):
     register(spark)
     topic = topic_factory(3)

@@ -38,6 +38,7 @@ def broker_offsets_at(bootstrap: str, topic: str, timestamp: int) -> dict[int, i
         consumer.close()
 
 
+@pytest.mark.compat
 def test_a_stream_starts_every_partition_at_the_brokers_offset_for_the_time(
     spark, bootstrap_servers, topic_factory, tmp_path
 ):
