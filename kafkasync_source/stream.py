@@ -271,12 +271,19 @@ class SyncDriver:
         # A failed look-up is asked again at the next trigger (until kafkaConsumer.pollTimeoutMs,
         # see TimeIndexReader); an answer the cut cannot use waits for a fetched batch.
         self._fetch_until_batch = not cannot.lookup_failed
+        # Once per partition and kind of reason; partitions with the same reason share a line,
+        # so that a cluster which cannot answer at all (a broker before Kafka 3.0 has no
+        # max-timestamp look-up) says so once, not once per partition.
+        unlogged: dict[str, list[TopicPartition]] = {}
         for tp, why in sorted(cannot.reasons.items()):
             kind = why.split(" (", 1)[0].split(",", 1)[0]
             if (tp, kind) not in self._fallbacks_logged:
                 self._fallbacks_logged.add((tp, kind))
-                logger.info("kafkasync: planning from fetched timestamps: the time index cannot "
-                            "answer for %s-%d: %s", tp.topic, tp.partition, why)
+                unlogged.setdefault(why, []).append(tp)
+        for why, partitions in unlogged.items():
+            logger.info("kafkasync: planning from fetched timestamps: the time index cannot "
+                        "answer for %s: %s", ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions),
+                        why)
 
     def _plan_from_fetch(
         self, start: SyncOffset, fetching: Mapping[TopicPartition, int],

@@ -135,8 +135,9 @@ class TimeIndexReader:
                 )
             unsupported = {tp: error for tp, error in failures.items() if error.code() in _UNSUPPORTED}
             if unsupported:
-                raise IndexCannotAnswer({tp: f"the broker cannot answer {what} ({error.str()})"
-                                         for tp, error in unsupported.items()})
+                raise IndexCannotAnswer({tp: f"the broker cannot answer {what} ({error.str()}); "
+                                             "planning from the time index needs Kafka 3.0 or newer "
+                                             "(KIP-734)" for tp, error in unsupported.items()})
             if self._fall_back_on_failure:
                 raise IndexCannotAnswer({tp: f"the ListOffsets look-up of {what} failed ({error.str()})"
                                          for tp, error in failures.items()}, lookup_failed=True)

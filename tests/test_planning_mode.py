@@ -17,7 +17,7 @@ import pytest
 from kafkasync_source.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
-from kafkasync_source.testing import Record
+from kafkasync_source.testing import ApiKey, Record
 from kafkasync_source.time_index import TimeIndexReader
 from kafkasync_source.planner import TopicPartition
 
@@ -75,7 +75,29 @@ def test_auto_plans_from_fetched_timestamps_and_says_why_once(kafka_cluster, bac
     assert report["planning"] == "fetch"
     assert {entry["planning"] for entry in report["partitions"][backlog].values()} == {"fetch"}
     reasons = [r.getMessage() for r in caplog.records if "time index cannot answer" in r.getMessage()]
-    assert len(reasons) == 2 and all("does not answer timestamp look-ups" in r for r in reasons)
+    assert len(reasons) == 1 and "does not answer timestamp look-ups" in reasons[0]
+    assert f"{backlog}-0, {backlog}-1" in reasons[0]
+
+
+def test_a_broker_without_max_timestamp_look_ups_makes_auto_fall_back_saying_so_once(
+    kafka_cluster, backlog, caplog
+):
+    """A broker before Kafka 3.0 answers ListOffsets for MAX_TIMESTAMP (KIP-734, ListOffsets v7)
+    with UNSUPPORTED_VERSION; the embedded cluster's error injection answers so: the first
+    ListOffsets request of the trigger (latest) succeeds, the second (max timestamp) fails."""
+    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    reader = reader_for(kafka_cluster, backlog)
+    try:
+        reader.initialOffset()
+        kafka_cluster.push_request_errors(ApiKey.LIST_OFFSETS, 0, 35)  # 35: UNSUPPORTED_VERSION
+        first_batch(reader)
+        assert reader.reportLatestOffset()["planning"] == "fetch"
+    finally:
+        reader.stop()
+    lines = [r.getMessage() for r in caplog.records if "time index cannot answer" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert f"{backlog}-0, {backlog}-1" in lines[0]
+    assert "cannot answer the largest timestamps" in lines[0] and "Kafka 3.0 or newer" in lines[0]
 
 
 def test_time_index_only_refuses_a_cluster_without_time_look_ups(kafka_cluster, backlog):
