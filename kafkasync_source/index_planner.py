@@ -49,10 +49,29 @@ Where this path differs from the fetch path, on purpose
   at (``T``, or a rate limit's level): no record before the new position is newer, the next
   one is. It is exact for a partition read to its end. ``lateRecordsTotal`` is not counted
   (the driver sees no record); the executors see every record (``includePartitionTime``).
-* Transaction markers carry the broker's wall-clock time (``MemoryRecords.
-  withEndTransactionMarker`` stamps ``System.currentTimeMillis()``) and the time index counts
-  them like records. On a topic of transactional producers with old event times a marker
-  becomes a partition's largest timestamp; use ``planningMode=fetch`` there.
+
+What the index counts that no consumer reads
+--------------------------------------------
+A log holds entries no consumer is given: transaction markers (control batches), and under
+read_committed the records of aborted transactions. The broker counts them like records:
+``LogSegment.append`` raises the segment's ``maxTimestampSoFar`` and adds time-index entries
+from every appended batch, control batches included, and ``UnifiedLog.fetchOffsetByTimestamp``
+answers MAX_TIMESTAMP and by-time look-ups from those. A marker carries the broker's clock at
+the transaction's end (``MemoryRecords.withEndTransactionMarker`` is given
+``time.milliseconds()`` by the transaction coordinator's ``WriteTxnMarkers``), not an event
+time: on a backfill of old event times every marker is newer than every record. So an answer
+can point at an entry that is not a readable record: ``first(t)`` then lies *before* the first
+readable record >= t (a cut too early leaves older records for a later batch, behind its stream
+time), and the largest timestamp can be a marker's (a stream time too high).
+
+Hence every answer the cut *uses* is checked through ``first_records``: the first record a
+consumer of the query's isolation level reads at or after an offset (one round of fetches, one
+record batch per partition checked). Where it shows the entry is not a readable record and
+the next readable one does not settle the answer either, the index path raises
+:class:`IndexCannotAnswer` for that partition, and the batch is planned from fetched
+timestamps. The searches in between need no check: ``first(t)`` over all entries is monotone
+in ``t`` as it is over records, and the checked result of a search is exact when the entry
+it ends on is a readable record.
 
 The function is pure: the index is asked through the ``first_offsets`` callable (a model
 broker in tests, ListOffsets in :mod:`kafkasync_source.time_index`); no clock, no sleep.
@@ -78,12 +97,18 @@ from kafkasync_source.planner import (
 )
 from kafkasync_source.rate_limit import proportional_ends
 
-__all__ = ["FirstOffsets", "IndexCannotAnswer", "IndexedPartition", "plan_from_index"]
+__all__ = ["FirstOffsets", "FirstRecords", "IndexCannotAnswer", "IndexedPartition", "plan_from_index"]
 
 FirstOffsets = Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, Optional[tuple[int, int]]]]
 """ListOffsets by time for several partitions at once: per partition, the first offset whose
 record timestamp is >= the given time and that record's timestamp, or None where no such
 record lies below the readable end. One call is one round of requests (one per leader)."""
+
+FirstRecords = Callable[[Mapping[TopicPartition, tuple[int, int]]],
+                        Mapping[TopicPartition, Optional[tuple[int, int]]]]
+"""Per partition ``(offset, end)``: the first record a consumer of the query's isolation level
+reads in ``[offset, end)`` — ``(offset, timestamp)`` — or None where it reads none there
+(only transaction markers or aborted records). One call is one round of fetches."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +183,10 @@ class _Index:
     """The ``first_offsets`` answers seen from the windows, with the cases the index cannot
     answer collected instead of guessed."""
 
-    def __init__(self, first_offsets: FirstOffsets, windows: Mapping[TopicPartition, _Window]) -> None:
+    def __init__(self, first_offsets: FirstOffsets, windows: Mapping[TopicPartition, _Window],
+                 first_records: FirstRecords) -> None:
         self._first_offsets = first_offsets
+        self._first_records = first_records
         self._windows = windows
         self.rounds = 0
         self.found_timestamps: dict[TopicPartition, int] = {}
@@ -185,6 +212,44 @@ class _Index:
         if unknown:
             raise IndexCannotAnswer(unknown)
         return ends
+
+    def check(self, cuts: Mapping[TopicPartition, tuple[int, int]],
+              maxima: Mapping[TopicPartition, tuple[int, int, int]]) -> None:
+        """Raises where an answer the cut uses is not a readable record's (see the module
+        docstring). ``cuts``: ``(end, time)`` where a partition ends inside its window at the
+        first entry >= time — right where no readable record of ``[end, window end)`` is older
+        than the time comes first. ``maxima``: ``(offset, timestamp, until)`` of the first entry
+        with the largest timestamp of a range ending at ``until`` — right where a readable
+        record of ``[offset, until)`` has that timestamp (none can have a larger one)."""
+        wrong = {}
+        if maxima:
+            records = self._first_records({tp: (offset, until) for tp, (offset, _, until) in maxima.items()})
+            for tp, (offset, largest, _) in maxima.items():
+                record = records.get(tp)
+                if record is None or record[1] != largest:
+                    wrong[tp] = (f"its largest timestamp {largest}, at offset {offset}, is not a "
+                                 "readable record's (a transaction marker or an aborted record)")
+        cuts = {tp: cut for tp, cut in cuts.items() if cut[0] < self._windows[tp].end and tp not in wrong}
+        if cuts:
+            records = self._first_records({tp: (end, self._windows[tp].end) for tp, (end, _) in cuts.items()})
+            for tp, (end, time) in cuts.items():
+                record = records.get(tp)
+                if record is not None and record[1] < time:
+                    wrong[tp] = (f"offset {end}, the first entry with a timestamp >= {time}, is not "
+                                 f"a readable record (a transaction marker or an aborted record), "
+                                 f"and the next record, at offset {record[0]}, is older")
+        if wrong:
+            raise IndexCannotAnswer(wrong)
+
+    def heads(self, partitions: list[TopicPartition]) -> Mapping[TopicPartition, Optional[tuple[int, int]]]:
+        """The first readable record of each window."""
+        return self._first_records({tp: (self._windows[tp].start, self._windows[tp].end) for tp in partitions})
+
+    def entries_at(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        """``(time, offset of the first entry >= time)`` per partition, for largest timestamps
+        a search found, so that :meth:`check` can look at the entry."""
+        found = self.ends_at(times, "locating the window's largest timestamp")
+        return {tp: (time, found[tp]) for tp, time in times.items()}
 
     def gallop_above(self, floors: Mapping[TopicPartition, int],
                      ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -219,12 +284,12 @@ def _window_maxima(
     states: Mapping[TopicPartition, IndexedPartition],
     windows: Mapping[TopicPartition, _Window],
     index: _Index,
-) -> dict[TopicPartition, int]:
-    """The largest timestamp in each ready window: the log's largest where its record lies
-    in the window; else searched for, above the partition time (the log's largest record
-    arrived after the readable end was taken, lies past the stop offset, or past the last
-    stable offset, where the broker answers none)."""
-    maxima: dict[TopicPartition, int] = {}
+) -> dict[TopicPartition, tuple[int, int]]:
+    """The largest timestamp in each ready window and the offset of its first entry: the
+    log's largest where its record lies in the window; else searched for, above the partition
+    time (the log's largest record arrived after the readable end was taken, lies past the
+    stop offset, or past the last stable offset, where the broker answers none)."""
+    maxima: dict[TopicPartition, tuple[int, int]] = {}
     searched: dict[TopicPartition, Optional[int]] = {}  # the log's largest, when known
     for tp, window in windows.items():
         if window.status is not PartitionStatus.READY:
@@ -234,7 +299,7 @@ def _window_maxima(
             raise IndexCannotAnswer({tp: f"its largest timestamp ({largest[0]}) is at offset "
                                          f"{largest[1]}, before the position {window.start}"})
         if largest is not None and 0 <= largest[0] and largest[1] < window.end:
-            maxima[tp] = largest[0]
+            maxima[tp] = largest
         else:
             searched[tp] = largest[0] if largest is not None and largest[0] >= 0 else None
     if not searched:
@@ -254,40 +319,31 @@ def _window_maxima(
     if unbounded:
         ceilings.update(index.gallop_above({tp: floors[tp] for tp in unbounded}, ends))
         floors.update({tp: max(floors[tp], (ceilings[tp] - 1) // 2) for tp in unbounded})
-    maxima.update(index.largest_before(ends, floors, ceilings))
+    maxima.update(index.entries_at(index.largest_before(ends, floors, ceilings)))
     return maxima
 
 
-def _step_base(
-    ready: list[TopicPartition], windows: Mapping[TopicPartition, _Window],
-    maxima: Mapping[TopicPartition, int], limits: BatchLimits, index: _Index,
-) -> int:
+def _step_base(ready: list[TopicPartition], windows: Mapping[TopicPartition, _Window],
+               limits: BatchLimits, index: _Index) -> int:
     """``maxEventTimePerTrigger``'s base, as the fetch path's: the previous stream time if a
-    head record lies within one step of it, else the oldest head record's timestamp."""
+    head record lies within one step of it, else the oldest head record's timestamp. The head
+    records are read, not looked up: a window's first entry can be a transaction marker."""
     assert limits.max_stream_time_step_ms is not None
     reach = limits.previous_stream_time + limits.max_stream_time_step_ms
-    within = index.ends_at({tp: reach + 1 for tp in ready}, "maxEventTimePerTrigger")
-    if any(within[tp] > windows[tp].start for tp in ready):
+    heads = [head[1] for head in index.heads(ready).values() if head is not None]
+    if not heads or min(heads) <= reach:
         return limits.previous_stream_time
-    # The oldest head: the smallest t at which some window's first record is <= t.
-    low, high = reach, max(maxima[tp] for tp in ready)
-    while high - low > 1:
-        middle = (low + high) // 2
-        found = index.ends_at({tp: middle + 1 for tp in ready}, "maxEventTimePerTrigger")
-        if any(found[tp] > windows[tp].start for tp in ready):
-            high = middle
-        else:
-            low = middle
-    return high
+    return min(heads)
 
 
 def _rate_limited(
     ends: dict[TopicPartition, int], windows: Mapping[TopicPartition, _Window],
     bound: int, limits: BatchLimits, index: _Index,
-) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, tuple[int, int]]]:
     """The first ``max_records`` offsets in Kafka Streams' processing order: a search for the
     largest time level whose offsets fit, then the next level's offsets in topic-partition
-    order (the fetch path's tie-breaking). Returns the ends and each partition's level."""
+    order (the fetch path's tie-breaking). Returns the ends, each partition's level, and the
+    cuts for :meth:`_Index.check`."""
     assert limits.max_records is not None
     ready = sorted(ends)
 
@@ -328,18 +384,22 @@ def _rate_limited(
         else:
             high, over = middle, at_middle
     left = limits.max_records - sum(fitting.values())
-    limited, levels = {}, {}
+    limited, levels, checks = {}, {}, {}
     for tp in ready:
         extra = min(left, over[tp] - fitting[tp])
         left -= extra
         limited[tp] = windows[tp].start + fitting[tp] + extra
         levels[tp] = high if extra else low
-    return limited, levels
+        # Cut at the first entry above the level, or part of the way through the level's own
+        # entries: the next readable record must be above, or at, the level.
+        checks[tp] = (limited[tp], levels[tp] + (0 if extra else 1))
+    return limited, levels, checks
 
 
 def plan_from_index(
     partitions: Mapping[TopicPartition, IndexedPartition],
     first_offsets: FirstOffsets,
+    first_records: FirstRecords,
     *,
     now_ms: int,
     max_task_idle_ms: int,
@@ -359,7 +419,7 @@ def plan_from_index(
         {tp: window.status for tp, window in windows.items()},
         now_ms=now_ms, max_task_idle_ms=max_task_idle_ms, idle_since=idle_since,
     )
-    index = _Index(first_offsets, windows)
+    index = _Index(first_offsets, windows, first_records)
     ends: dict[TopicPartition, int] = {}
     times: dict[TopicPartition, int] = {}  # the partition time each contributing one reaches
     enforced = False
@@ -373,24 +433,29 @@ def plan_from_index(
     elif batch_can_proceed(statuses):
         ready = [tp for tp, status in statuses.items() if status is PartitionStatus.READY]
         enforced = any(status is PartitionStatus.IDLE for status in statuses.values())
-        maxima = _window_maxima(partitions, windows, index)
+        entries = _window_maxima(partitions, windows, index)
+        maxima = {tp: largest for tp, (largest, _) in entries.items()}
         # Which partitions bound stream time: planner._bounds_stream_time, for windows known
         # to their end (lag 0): with max.task.idle.ms=0 an enforced batch bounds on none.
         enforcing_at_once = enforced and max_task_idle_ms == 0
         bounds = [maxima[tp] for tp in ready if not windows[tp].exhausted and not enforcing_at_once]
         if limits.max_stream_time_step_ms is not None:
-            base = _step_base(ready, windows, maxima, limits, index)
+            base = _step_base(ready, windows, limits, index)
             bounds.append(base + limits.max_stream_time_step_ms)
         bound = min(bounds) if bounds else None
         cut = [tp for tp in ready if bound is not None and maxima[tp] > bound]
         ends = {tp: windows[tp].end for tp in ready}
         ends.update(index.ends_at({tp: bound + 1 for tp in cut}, "the stream time") if cut else {})
+        checks = {tp: (ends[tp], bound + 1) for tp in cut if bound is not None}
         times = {tp: maxima[tp] if ends[tp] == windows[tp].end else bound for tp in ready}
         if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
             top = bound if bound is not None else max(maxima[tp] for tp in ready)
-            limited, levels = _rate_limited(ends, windows, top, limits, index)
+            limited, levels, checks = _rate_limited(ends, windows, top, limits, index)
             times = {tp: maxima[tp] if limited[tp] == windows[tp].end else levels[tp] for tp in ready}
             ends = limited
+        # Each largest timestamp bounds stream time, or is a partition time where the
+        # partition is read to its end: it must be a readable record's.
+        index.check(checks, {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()})
         ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
     if not any(end > windows[tp].start for tp, end in ends.items()):
         ends, times, enforced = {}, {}, False
@@ -425,21 +490,26 @@ def _times_reached(
     The ends need no timestamp, but a partition time must not be silently wrong: where the
     index cannot tell it, the fetch path plans the batch."""
     taking = {tp: end for tp, end in ends.items() if end > windows[tp].start}
-    maxima = _window_maxima(states, {tp: windows[tp] for tp in taking}, index)
+    entries = _window_maxima(states, {tp: windows[tp] for tp in taking}, index)
+    maxima = {tp: largest for tp, (largest, _) in entries.items()}
     partial = {tp: end for tp, end in taking.items() if end < windows[tp].end}
-    if not partial:
-        return maxima
-    floors = {tp: states[tp].partition_time + 1 for tp in partial}
-    found = index.ends_at(floors, "the partition time")
+    checked = {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()
+               if tp not in partial}
     times = dict(maxima)
-    searching = {}
-    for tp, end in partial.items():
-        if found[tp] >= end:  # nothing newer than the partition time in the range
-            times[tp] = states[tp].partition_time
-        else:
-            searching[tp] = end
-    if searching:
-        times.update(index.largest_before(
-            searching, {tp: floors[tp] for tp in searching}, {tp: maxima[tp] + 1 for tp in searching}
-        ))
+    if partial:
+        floors = {tp: states[tp].partition_time + 1 for tp in partial}
+        found = index.ends_at(floors, "the partition time")
+        searching = {}
+        for tp, end in partial.items():
+            if found[tp] >= end:  # nothing newer than the partition time in the range
+                times[tp] = states[tp].partition_time
+            else:
+                searching[tp] = end
+        if searching:
+            located = index.entries_at(index.largest_before(
+                searching, {tp: floors[tp] for tp in searching}, {tp: maxima[tp] + 1 for tp in searching}
+            ))
+            times.update({tp: largest for tp, (largest, _) in located.items()})
+            checked.update({tp: (offset, largest, searching[tp]) for tp, (largest, offset) in located.items()})
+    index.check({}, checked)
     return times

@@ -26,7 +26,7 @@ import logging
 import time
 from typing import Any, Iterable, Mapping, Optional
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -35,7 +35,7 @@ import numpy as np
 from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition
 from kafkasync_source.offset_reader import KafkaSyncConnectionError
 from kafkasync_source.offsets import SyncOffset
-from kafkasync_source.options import non_consumer_settings
+from kafkasync_source.options import consumer_group_id, non_consumer_settings
 from kafkasync_source.planner import PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,75 @@ _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTE
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
 v0): the planning falls back to the fetch path instead of retrying."""
+
+_REMEMBERED_RECORDS = 100_000
+"""Answers of :meth:`TimeIndexReader.first_records` kept (oldest dropped first)."""
+_PROBE_TIMEOUT_S = 10.0
+
+
+class RecordProbe:
+    """A consumer that reads the first record at given offsets, for checking what the time
+    index answered (:data:`~kafkasync_source.index_planner.FirstRecords`). Created on first
+    use: most queries on plain topics need few checks, and the reader is pickled."""
+
+    def __init__(self, client_config: Mapping[str, str]) -> None:
+        self._config = {
+            **client_config,
+            "group.id": consumer_group_id(client_config),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            # As little as the broker sends: it still sends the whole batch holding the offset
+            # (KIP-74), and librdkafka prefetches no further batches.
+            "message.max.bytes": 1000,  # librdkafka's floor for fetch.max.bytes
+            "fetch.max.bytes": 1000,
+            "max.partition.fetch.bytes": 1,
+            "queued.max.messages.kbytes": 1,
+            "queued.min.messages": 1,
+            "fetch.wait.max.ms": 10,
+        }
+        self._consumer: Optional[Consumer] = None
+
+    def first_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """The first readable record at or after each offset, None where the partition ends
+        (at the readable end) before one."""
+        if self._consumer is None:
+            self._consumer = Consumer(self._config)
+        consumer = self._consumer
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()])
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        deadline = time.monotonic() + _PROBE_TIMEOUT_S
+        try:
+            while len(answers) < len(offsets) and time.monotonic() < deadline:
+                message = consumer.poll(0.1)
+                if message is None:
+                    continue
+                tp = TopicPartition(message.topic(), message.partition())
+                if tp not in offsets or tp in answers:
+                    continue
+                error = message.error()
+                if error is None:
+                    kind, timestamp = message.timestamp()
+                    answers[tp] = (message.offset(), timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    answers[tp] = None
+                else:
+                    raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
+                                                 f"({error.str()})"}, lookup_failed=True)
+        finally:
+            consumer.unassign()
+        missing = {tp: f"no record or end of partition at offset {offset} within "
+                       f"{_PROBE_TIMEOUT_S:.0f} s" for tp, offset in offsets.items() if tp not in answers}
+        if missing:
+            raise IndexCannotAnswer(missing, lookup_failed=True)
+        return answers
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
 
 class TimeIndexReader:
     """ListOffsets look-ups for a query's partitions; counts its rounds for metrics."""
@@ -72,8 +141,12 @@ class TimeIndexReader:
         self._failing_since: Optional[float] = None
         self._bootstrap = client_config.get("bootstrap.servers", "")
         self._retry_interval_s = retry_interval_ms / 1000
+        self._probe = RecordProbe(client_config)
+        self._first_records: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
+        self.record_rounds = 0
+        """Rounds of fetches that checked an answer's entry (:meth:`first_records`)."""
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The readable end of each partition."""
@@ -104,9 +177,40 @@ class TimeIndexReader:
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """:data:`~kafkasync_source.index_planner.FirstRecords`: per partition ``(offset,
+        end)``, the first record a consumer of the query's isolation level reads in ``[offset,
+        end)`` as ``(offset, timestamp)``, or None. The consumer skips transaction markers
+        and, under read_committed, aborted records, as the executors' do.
+
+        One round of fetches, each as small as the broker allows (it always sends the whole
+        record batch holding the offset). An append-only log does not change what lies at an
+        offset, so answers are remembered: a backfill's largest record is fetched once, not
+        at every trigger."""
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        asking: dict[TopicPartition, int] = {}
+        for tp, (offset, end) in ranges.items():
+            known = self._first_records.get((tp, offset))
+            if known is None:
+                asking[tp] = offset
+            else:
+                answers[tp] = known if known[0] < end else None
+        if not asking:
+            return answers
+        self.record_rounds += 1
+        found = self._probe.first_records(asking)
+        for tp, record in found.items():
+            if record is not None:
+                if len(self._first_records) >= _REMEMBERED_RECORDS:
+                    self._first_records.pop(next(iter(self._first_records)))
+                self._first_records[(tp, asking[tp])] = record
+            answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
+        return answers
+
     def close(self) -> None:
         """AdminClient has no close(); dropping the reference destroys the handle."""
         self._admin = None  # type: ignore[assignment]
+        self._probe.close()
 
     def _list(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """``(offset, timestamp)`` per partition through one list_offsets call, retried after

@@ -40,18 +40,35 @@ def tp(partition: int) -> TopicPartition:
     return TopicPartition("t", partition)
 
 
+RECORD, MARKER, ABORTED = "record", "marker", "aborted"
+
+
 @dataclass
 class ModelLog:
-    """A partition's records at offsets ``log_start, log_start + 1, ...`` (no gaps)."""
+    """A partition's entries at offsets ``log_start, log_start + 1, ...``: records, and where
+    ``kinds`` says so transaction markers (control batches) and records of aborted
+    transactions. The broker's index counts every entry: ``LogSegment.append`` raises
+    ``maxTimestampSoFar`` and adds time-index entries from each appended batch, control batches
+    included; a marker carries the broker's clock when the transaction ended
+    (``MemoryRecords.withEndTransactionMarker``). A consumer reads records, and aborted ones
+    only under read_uncommitted (``Fetcher``/librdkafka drop control batches, and aborted
+    batches under read_committed)."""
 
     timestamps: list[int]
     readable: Optional[int] = None
-    """Readable end (high watermark, or LSO); None: every record."""
+    """Readable end (high watermark, or LSO), counted from the log start; None: every entry."""
     log_start: int = 0
+    kinds: Optional[list[str]] = None
+    """Per entry RECORD, MARKER or ABORTED; None: all records."""
 
     @property
     def end(self) -> int:
         return self.log_start + (len(self.timestamps) if self.readable is None else self.readable)
+
+    def consumed(self, offset: int, read_committed: bool) -> bool:
+        """Whether a consumer reads the entry at ``offset``."""
+        kind = RECORD if self.kinds is None else self.kinds[offset - self.log_start]
+        return kind == RECORD or (kind == ABORTED and not read_committed)
 
 
 @dataclass
@@ -59,6 +76,19 @@ class ModelBroker:
     logs: dict[TopicPartition, ModelLog]
     rounds: int = 0
     asked: list[dict[TopicPartition, int]] = field(default_factory=list)
+    read_committed: bool = True
+
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """What a consumer reads first from each offset: the next consumed entry below the
+        readable end, None past the range's end."""
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        for partition, (offset, until) in ranges.items():
+            log = self.logs[partition]
+            found = next((o for o in range(max(offset, log.log_start), log.end)
+                          if log.consumed(o, self.read_committed)), None)
+            answers[partition] = (None if found is None or found >= until
+                                  else (found, log.timestamps[found - log.log_start]))
+        return answers
 
     def largest(self, partition: TopicPartition) -> Optional[tuple[int, int]]:
         log = self.logs[partition]
@@ -96,16 +126,21 @@ def fetched(broker: ModelBroker, starts: Mapping[TopicPartition, int],
     """The fetch path's view with every record up to the readable end buffered."""
     states = {}
     for p, log in broker.logs.items():
-        first = starts[p] - log.log_start
-        last = log.end - log.log_start
+        offsets = [o for o in range(starts[p], log.end) if log.consumed(o, broker.read_committed)]
         states[p] = PartitionState(
             start=starts[p],
-            offsets=np.arange(starts[p], log.end, dtype=np.int64),
-            timestamps=np.array(log.timestamps[first:last], dtype=np.int64),
+            offsets=np.array(offsets, dtype=np.int64),
+            timestamps=np.array([log.timestamps[o - log.log_start] for o in offsets], dtype=np.int64),
             position=log.end, end_offset=log.end,
             partition_time=partition_times[p], stop_offset=stops.get(p),
         )
     return states
+
+
+def readable(broker: ModelBroker, starts: Mapping[TopicPartition, int], cut: Cut) -> dict[TopicPartition, list[int]]:
+    """The records a batch holds: a consumer's view of each partition's range."""
+    return {p: [o for o in range(starts[p], cut.partitions[p].end)
+                if broker.logs[p].consumed(o, broker.read_committed)] for p in cut.partitions}
 
 
 def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
@@ -118,6 +153,10 @@ def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
     assert index_cut.idle_since == fetch_cut.idle_since
     assert index_cut.has_batch == fetch_cut.has_batch
     assert index_cut.records == fetch_cut.records
+    assert_same_times(index_cut, fetch_cut, limited=limited)
+
+
+def assert_same_times(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
     if not fetch_cut.has_batch or fetch_cut.stream_time is None:
         return
     # The index path records the time level a partition was cut at: never below the largest
@@ -130,10 +169,11 @@ def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
+def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, transactional: bool = False) -> dict:
     count = draw(st.integers(1, 4))
     distinct = in_order_from_start or draw(st.booleans())
     logs, starts, partition_times, stops = {}, {}, {}, {}
+    read_committed = draw(st.booleans()) if transactional else True
     pool = iter(draw(st.lists(st.integers(0, 60), min_size=40, max_size=40, unique=distinct)))
     for index in range(count):
         size = draw(st.integers(0, 8))
@@ -144,9 +184,18 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
             timestamps = [NO_TIMESTAMP if draw(st.integers(0, 5)) == 0 else ts for ts in timestamps]
         log_start = draw(st.integers(0, 3))
         readable = None if in_order_from_start else draw(st.one_of(st.none(), st.integers(0, size)))
-        log = ModelLog(timestamps, readable, log_start)
+        kinds = None
+        if transactional:
+            # Markers carry the broker's clock at commit: mostly newer than the records (a
+            # backfill of old event times), sometimes among them (a live stream).
+            kinds = [draw(st.sampled_from([RECORD, RECORD, MARKER, ABORTED])) for _ in timestamps]
+            timestamps = [draw(st.integers(40, 90)) if kind == MARKER and draw(st.booleans()) else ts
+                          for kind, ts in zip(kinds, timestamps)]
+            timestamps = [max(ts, 0) if kind == MARKER else ts for kind, ts in zip(kinds, timestamps)]
+        log = ModelLog(timestamps, readable, log_start, kinds)
         start = log_start if in_order_from_start else draw(st.integers(log_start, log.end))
-        emitted = [ts for ts in timestamps[: start - log_start] if ts >= 0]
+        emitted = [ts for offset, ts in enumerate(timestamps[: start - log_start], log_start)
+                   if ts >= 0 and log.consumed(offset, read_committed)]
         logs[tp(index)] = log
         starts[tp(index)] = start
         partition_times[tp(index)] = max(emitted, default=NO_TIMESTAMP)
@@ -163,7 +212,8 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
         previous_stream_time=previous,
     )
     idle_since = {p: draw(st.integers(0, 10)) for p in logs if draw(st.booleans())}
-    return dict(broker=ModelBroker(logs), starts=starts, partition_times=partition_times,
+    return dict(broker=ModelBroker(logs, read_committed=read_committed), distinct=distinct,
+                starts=starts, partition_times=partition_times,
                 stops=stops, max_task_idle_ms=max_task_idle_ms, limits=limits,
                 idle_since=idle_since, now_ms=draw(st.integers(0, 20)))
 
@@ -175,7 +225,7 @@ def plan_both(scenario: dict) -> tuple[Optional[Cut], Cut]:
     view = (scenario["starts"], scenario["partition_times"], scenario["stops"])
     fetch_cut = plan_batch(fetched(broker, *view), **arguments)
     try:
-        index_cut = plan_from_index(indexed(broker, *view), broker.first_offsets, **arguments)
+        index_cut = plan_from_index(indexed(broker, *view), broker.first_offsets, broker.first_records, **arguments)
     except IndexCannotAnswer as cannot:
         assert cannot.reasons and set(cannot.reasons) <= set(broker.logs)
         return None, fetch_cut
@@ -196,6 +246,38 @@ def test_the_index_cut_equals_the_fetch_cut_or_says_it_cannot(scenario):
     index_cut, fetch_cut = plan_both(scenario)
     if index_cut is not None:
         assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
+
+
+def assert_same_records(scenario: dict, index_cut: Cut, fetch_cut: Cut) -> None:
+    """Where a log holds entries no consumer reads, offsets may differ by them: the batches
+    must hold the same records, with the same stream and partition times."""
+    broker, starts = scenario["broker"], scenario["starts"]
+    assert readable(broker, starts, index_cut) == readable(broker, starts, fetch_cut)
+    assert_same_times(index_cut, fetch_cut, limited=is_limited(scenario))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(scenario=scenarios(transactional=True))
+def test_on_transactional_logs_the_index_cut_holds_the_fetch_cuts_records_or_says_it_cannot(scenario):
+    """Transaction markers (stamped with the broker's clock) and aborted records are entries
+    of the index but not records a consumer reads: the cut must hold the records the fetch
+    path's does. Synchronized, maxOffsetsPerTrigger counts offsets on the index path and
+    records on the fetch path, so there the fetch path is given the number of records the index
+    cut took: with distinct timestamps, the first N records in processing order are one set.
+    (With max.task.idle.ms=-1 both split offsets as format("kafka") does.)"""
+    index_cut, fetch_cut = plan_both(scenario)
+    if index_cut is None:
+        return
+    limits = scenario["limits"]
+    if limits.max_records is not None and scenario["max_task_idle_ms"] != NEVER_WAIT:
+        if not scenario["distinct"]:
+            return
+        taken = sum(map(len, readable(scenario["broker"], scenario["starts"], index_cut).values()))
+        if not taken:  # the offsets allowed held no record (markers): nothing to compare
+            return
+        _, fetch_cut = plan_both({**scenario, "limits": BatchLimits(
+            taken, limits.max_stream_time_step_ms, limits.previous_stream_time)})
+    assert_same_records(scenario, index_cut, fetch_cut)
 
 
 @settings(max_examples=400, deadline=None)
@@ -223,7 +305,7 @@ def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fe
 def test_the_cut_is_the_first_record_above_stream_time_and_takes_two_rounds():
     broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([15, 25])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
-    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={})
     assert cut.end_offsets == {tp(0): 2, tp(1): 2}
     assert cut.stream_time == 25
     assert [d.partition_time for d in cut.partitions.values()] == [25, 25]
@@ -233,7 +315,7 @@ def test_the_cut_is_the_first_record_above_stream_time_and_takes_two_rounds():
 def test_out_of_order_partition_is_cut_at_its_first_record_above_stream_time():
     broker = ModelBroker({tp(0): ModelLog([5, 40, 12, 18]), tp(1): ModelLog([10, 20])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
-    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={})
     assert cut.end_offsets == {tp(0): 1, tp(1): 2}
 
 
@@ -241,14 +323,15 @@ def test_a_largest_record_before_the_position_is_a_reason_to_fall_back():
     broker = ModelBroker({tp(0): ModelLog([50, 10, 20]), tp(1): ModelLog([15])})
     states = indexed(broker, {tp(0): 1, tp(1): 0}, {tp(0): 50, tp(1): -1}, {})
     with pytest.raises(IndexCannotAnswer, match="t-0: its largest timestamp .50. is at offset 0, before the position 1"):
-        plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+        plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={})
 
 
 def test_a_broker_that_answers_minus_one_everywhere_is_a_reason_to_fall_back():
     """The embedded librdkafka cluster answers -1 to max_timestamp and to every by-time look-up."""
     states = {tp(0): IndexedPartition(start=0, end_offset=5, largest=None)}
     with pytest.raises(IndexCannotAnswer, match="does not answer timestamp look-ups"):
-        plan_from_index(states, lambda times: {p: None for p in times}, now_ms=0,
+        plan_from_index(states, lambda times: {p: None for p in times}, lambda ranges: {p: None for p in ranges},
+                        now_ms=0,
                         max_task_idle_ms=0, idle_since={})
 
 
@@ -257,7 +340,7 @@ def test_a_largest_record_past_the_readable_end_is_searched_for():
     broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 99], readable=3), tp(1): ModelLog([25, 36])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
     assert states[tp(0)].largest is None
-    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={})
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={})
     # Partition 0's largest readable timestamp, 30, found by search, is stream time.
     assert cut.end_offsets == {tp(0): 3, tp(1): 1}
     assert cut.stream_time == 30
@@ -266,10 +349,10 @@ def test_a_largest_record_past_the_readable_end_is_searched_for():
 def test_idle_partition_waits_then_is_given_up_like_the_fetch_path():
     broker = ModelBroker({tp(0): ModelLog([10, 20]), tp(1): ModelLog([])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
-    waiting = plan_from_index(states, broker.first_offsets, now_ms=100, max_task_idle_ms=50, idle_since={})
+    waiting = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=100, max_task_idle_ms=50, idle_since={})
     assert not waiting.has_batch
     assert waiting.partitions[tp(1)].status is PartitionStatus.IDLE_WAITING
-    given_up = plan_from_index(states, broker.first_offsets, now_ms=150, max_task_idle_ms=50,
+    given_up = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=150, max_task_idle_ms=50,
                                idle_since=waiting.idle_since)
     assert given_up.enforced and given_up.end_offsets == {tp(0): 2, tp(1): 0}
 
@@ -277,7 +360,7 @@ def test_idle_partition_waits_then_is_given_up_like_the_fetch_path():
 def test_rate_limit_search_takes_the_first_offsets_in_processing_order():
     broker = ModelBroker({tp(0): ModelLog([1, 2, 3, 4, 5, 6]), tp(1): ModelLog([1, 2, 3, 4, 5, 6])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
-    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={},
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={},
                           limits=BatchLimits(max_records=5))
     # keys 1,1,2,2,3 (ties to the lower partition): partition 0 gives 3, partition 1 gives 2.
     assert cut.end_offsets == {tp(0): 3, tp(1): 2}
