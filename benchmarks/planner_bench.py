@@ -88,6 +88,10 @@ def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
         return {tp: None if offset >= records else (offset, BASE_TS + offset * rates[tp])
                 for tp, offset in found.items()}
 
+    def first_records(ranges):  # a log of records only: the entry at an offset is read there
+        return {tp: (offset, BASE_TS + offset * rates[tp]) if offset < until else None
+                for tp, (offset, until) in ranges.items()}
+
     states = {tp: IndexedPartition(start=0, end_offset=records,
                                    largest=(BASE_TS + (records - 1) * rate, records - 1))
               for tp, rate in rates.items()}
@@ -99,11 +103,11 @@ def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
         return first_offsets(times)
 
     now = int(time.time() * 1000)
-    cut = plan_from_index(states, counted, now_ms=now, max_task_idle_ms=0, idle_since={}, limits=limits)
+    cut = plan_from_index(states, counted, first_records, now_ms=now, max_task_idle_ms=0, idle_since={}, limits=limits)
     assert cut.has_batch and 0 < cut.records < partitions * records, "expected a partial cut"
     per_plan = len(rounds)
     milliseconds = _median_ms(
-        lambda: plan_from_index(states, first_offsets, now_ms=now, max_task_idle_ms=0,
+        lambda: plan_from_index(states, first_offsets, first_records, now_ms=now, max_task_idle_ms=0,
                                 idle_since={}, limits=limits),
         reps=max(5, 400 // partitions),
     )
@@ -141,7 +145,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
 
     options = parse_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": "synthetic",
-         "startingOffsets": "earliest"},
+         "startingOffsets": "earliest", "planningMode": "fetch"},
         streaming=True,
     )
     buffered = budget_capacity(partitions)
@@ -149,7 +153,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
     for rep in range(3):
         reader = KafkaSyncStreamReader(options, kafka_schema(False))
         try:
-            fetcher = reader._sync_driver()._fetcher
+            fetcher = reader._sync_driver().fetcher()
             states = _fill_synthetically(fetcher, partitions, buffered)
             now = int(time.time() * 1000)
             if snapshot_plan is None:

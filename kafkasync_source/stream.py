@@ -286,19 +286,23 @@ class SyncDriver:
                         "answer for %s: %s", ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions),
                         why)
 
-    def _plan_from_fetch(
-        self, start: SyncOffset, fetching: Mapping[TopicPartition, int],
-        stop_offsets: Optional[Mapping[TopicPartition, int]], read_all: bool, limits: BatchLimits,
-    ) -> Any:
-        """The cut from the records the driver fetched, or ``_DELAYED``."""
+    def fetcher(self) -> DriverFetcher:
+        """The driver's consumer of the fetch path, started on the first batch that needs it."""
         if self._fetcher is None:
             self._fetcher = DriverFetcher(
                 self._options.client_config,
                 buffer_capacity=self._options.buffer_capacity,
                 fail_on_data_loss=self._options.fail_on_data_loss,
             )
+        return self._fetcher
+
+    def _plan_from_fetch(
+        self, start: SyncOffset, fetching: Mapping[TopicPartition, int],
+        stop_offsets: Optional[Mapping[TopicPartition, int]], read_all: bool, limits: BatchLimits,
+    ) -> Any:
+        """The cut from the records the driver fetched, or ``_DELAYED``."""
         self.planning = PLANNING_FETCH
-        self._fetcher.position_at(fetching)
+        self.fetcher().position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
         states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
         if stop_offsets is not None:
