@@ -1,14 +1,21 @@
 """What reading a backlog once costs a real broker: bytes sent per payload byte, and seconds.
 
-Runs only when ``KAFKASYNC_BOOTSTRAP`` names a real broker (one broker: its port is the one
-sampled). On it, a fresh topic of 8 x 50,000 records of 1,000 B (400 MB of values, in-order
-timestamps near the present, ``retention.ms=-1``, every delivery report checked) is read once
-into the ``noop`` sink with ``trigger(availableNow=True)`` by
+Runs on a real broker (``benchmarks/real_broker.py``: ``KAFKASYNC_BOOTSTRAP``, or Apache
+Kafka from Maven Central started for the run; one broker: its port is the one sampled). On it,
+a fresh topic of 8 x 50,000 records of 1,000 B (400 MB of values, in-order timestamps near the
+present, ``retention.ms=-1``, every delivery report checked) is read once into the ``noop`` sink
+with ``trigger(availableNow=True)`` by
 
 * kafkasync, ``planningMode=timeIndex``: the driver reads no record;
 * kafkasync, ``planningMode=fetch``: the driver fetches every record's timestamp;
 * ``format("kafka")``, when ``KAFKASYNC_SPARK_KAFKA_JARS`` puts its connector on Spark's
   classpath (``run.py`` does that when it starts Spark).
+
+And a transactional backlog (8 x 10,000 x 1,000 B, in transactions of 500 records of one
+partition, one in ten aborted), read under read_committed by kafkasync's default
+(``planningMode=auto``, which checks what the index answers against the records a consumer
+reads, and plans from fetched timestamps where a transaction marker decides the answer) and by
+``planningMode=fetch``.
 
 Bytes the broker sent: ``bytes_sent`` of every TCP connection whose local port is the
 broker's (``ss -tin``, Linux tcp_info), sampled every 0.1 s while the query runs, the largest
@@ -82,7 +89,7 @@ class BrokerBytesSampler:
 
 def skipped_because(spark: Any) -> Optional[str]:
     if not os.environ.get("KAFKASYNC_BOOTSTRAP"):
-        return "KAFKASYNC_BOOTSTRAP (a real broker) is not set"
+        return "no real broker (benchmarks/real_broker.py)"
     if subprocess.run(["ss", "-V"], capture_output=True).returncode != 0:
         return "ss (iproute2) is not installed"
     return None
@@ -124,13 +131,80 @@ def produce_backlog(bootstrap: str, topic: str) -> int:
     return PARTITIONS * RECORDS_PER_PARTITION * (VALUE_BYTES + KEY_BYTES)
 
 
+def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partition: int,
+                                  per_transaction: int = 500, abort_every: int = 10) -> int:
+    """The backlog's shape written in transactions (one partition each); every
+    ``abort_every``-th transaction is aborted. Returns the committed payload bytes."""
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from kafkasync_source.testing import Record, produce_confirmed
+    from kafkasync_source.testing.broker import KafkaBroker
+
+    base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
+    value = b"v" * VALUE_BYTES
+    with KafkaBroker(bootstrap) as broker:
+        broker.create_topic(topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.idempotence": True, "linger.ms": 20})
+    producer.init_transactions(30)
+    committed = number = 0
+    for first in range(0, records_per_partition, per_transaction):
+        for p in range(PARTITIONS):
+            producer.begin_transaction()
+            chunk = range(first, min(first + per_transaction, records_per_partition))
+            produce_confirmed(producer, topic, [Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
+                                                for i in chunk], 60)
+            number += 1
+            if number % abort_every == 0:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
+                committed += len(chunk)
+    return committed
+
+
+def _measure_reads(spark: Any, bootstrap: str, topic: str, payload: int, records: int,
+                   variants: list[tuple[str, str, dict[str, str]]]) -> dict[str, Any]:
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    results: dict[str, Any] = {}
+    for label, source, options in variants:
+        with BrokerBytesSampler(port) as sampler:
+            started = time.perf_counter()
+            rows = _read_once(spark, bootstrap, topic, source, options)
+            seconds = time.perf_counter() - started
+        if rows != records:
+            raise RuntimeError(f"{label} read {rows} of {records} records")
+        results[label] = {"seconds": seconds, "bytes_sent": sampler.bytes_sent,
+                          "bytes_per_payload_byte": sampler.bytes_sent / payload}
+    return results
+
+
+def compare_transactional(spark: Any, records_per_partition: int = 10_000) -> dict[str, Any]:
+    """Bytes per payload byte on a transactional topic, kafkasync's default and fetch path."""
+    reason = skipped_because(spark)
+    if reason:
+        return {"skipped": reason}
+    bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
+    topic = f"kafkasync-bytes-txn-{int(time.time())}"
+    committed = produce_transactional_backlog(bootstrap, topic, records_per_partition)
+    payload = committed * (VALUE_BYTES + KEY_BYTES)
+    committed_reads = {"kafka.isolation.level": "read_committed"}
+    results: dict[str, Any] = {"records": committed, "payload_bytes": payload}
+    results.update(_measure_reads(spark, bootstrap, topic, payload, committed, [
+        ("kafkasync auto", "kafkasync", committed_reads),
+        ("kafkasync fetch", "kafkasync", {**committed_reads, "planningMode": "fetch"}),
+    ]))
+    return results
+
+
 def compare(spark: Any) -> dict[str, Any]:
     """Bytes per payload byte and seconds per variant, or ``{"skipped": reason}``."""
     reason = skipped_because(spark)
     if reason:
         return {"skipped": reason}
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
-    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
     topic = f"kafkasync-bytes-{int(time.time())}"
     payload = produce_backlog(bootstrap, topic)
     variants = [("kafkasync timeIndex", "kafkasync", {"planningMode": "timeIndex"}),
@@ -144,15 +218,7 @@ def compare(spark: Any) -> dict[str, Any]:
     # Warm-up, not measured: the JVM's JIT and Spark's Python workers would otherwise weigh
     # on whichever variant runs first.
     _read_once(spark, bootstrap, topic, "kafkasync", {"planningMode": "fetch"})
-    for label, source, options in variants:
-        with BrokerBytesSampler(port) as sampler:
-            started = time.perf_counter()
-            rows = _read_once(spark, bootstrap, topic, source, options)
-            seconds = time.perf_counter() - started
-        if rows != results["records"]:
-            raise RuntimeError(f"{label} read {rows} of {results['records']} records")
-        results[label] = {"seconds": seconds, "bytes_sent": sampler.bytes_sent,
-                          "bytes_per_payload_byte": sampler.bytes_sent / payload}
+    results.update(_measure_reads(spark, bootstrap, topic, payload, results["records"], variants))
     if 'format("kafka")' in results:
         results["timeIndex_speed_vs_format_kafka"] = (
             results['format("kafka")']["seconds"] / results["kafkasync timeIndex"]["seconds"])
@@ -169,12 +235,18 @@ def main() -> None:
     conf = {}
     if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
         conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
-    spark = local_spark_session("kafkasync-broker-bytes", tempfile.mkdtemp(prefix="kafkasync-bench-"), conf)
-    register(spark)
-    try:
-        print(json.dumps(compare(spark), indent=2))
-    finally:
-        spark.stop()
+    from benchmarks.real_broker import real_broker
+
+    with real_broker() as (bootstrap, why_not):
+        if bootstrap is None:
+            print(json.dumps({"skipped": why_not}))
+            return
+        spark = local_spark_session("kafkasync-broker-bytes", tempfile.mkdtemp(prefix="kafkasync-bench-"), conf)
+        register(spark)
+        try:
+            print(json.dumps({"plain": compare(spark), "transactional": compare_transactional(spark)}, indent=2))
+        finally:
+            spark.stop()
 
 
 if __name__ == "__main__":
