@@ -17,7 +17,7 @@ BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-slow demo integration bench clean distclean check-tools
+.PHONY: venv test test-slow demo integration parity bench clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -63,6 +63,25 @@ integration: venv
 	  echo "make integration: no broker from Maven Central; it needs mvn and Java 17+ (see above)." >&2; fi
 	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
+# format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven
+# Central serves none for some releases (4.3.0), so this runs in a virtualenv of the newest
+# PySpark whose connector is served, on a broker from Maven Central.
+PARITY_PYSPARK ?= 4.2.0
+PARITY_VENV    := .venv-pyspark$(PARITY_PYSPARK)
+PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-parity.stamp
+
+$(PARITY_STAMP): pyproject.toml constraints.txt | check-tools
+	$(PYTHON) -m venv $(PARITY_VENV)
+	sed 's/^pyspark==.*/pyspark==$(PARITY_PYSPARK)/' constraints.txt > $(PARITY_VENV)/constraints.txt
+	$(PARITY_VENV)/bin/python -m pip install --disable-pip-version-check -q -c $(PARITY_VENV)/constraints.txt \
+	  --config-settings editable_mode=compat -e '.[test]'
+	@touch $@
+
+parity: $(PARITY_STAMP)
+	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
+	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
+	  integration/test_format_kafka_parity.py -rs $(PYTEST_ARGS)
+
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run
 
@@ -72,4 +91,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-pyspark*

@@ -34,8 +34,9 @@ import threading
 import time
 from typing import Any, Optional
 
+from kafkasync_source.testing.spark import has_format_kafka
+
 PARTITIONS, RECORDS_PER_PARTITION, VALUE_BYTES, KEY_BYTES = 8, 50_000, 1_000, 8
-PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _CONNECTION = re.compile(r"^\S+\s+\S+\s+(\S+)\s+(\S+)")  # Recv-Q Send-Q local peer
 _BYTES_SENT = re.compile(r"bytes_sent:(\d+)")
 
@@ -93,14 +94,6 @@ def skipped_because(spark: Any) -> Optional[str]:
     if subprocess.run(["ss", "-V"], capture_output=True).returncode != 0:
         return "ss (iproute2) is not installed"
     return None
-
-
-def _has_format_kafka(spark: Any) -> bool:
-    try:
-        spark._jvm.java.lang.Class.forName(PROVIDER)
-        return True
-    except Exception:
-        return False
 
 
 def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str]) -> int:
@@ -209,11 +202,11 @@ def compare(spark: Any) -> dict[str, Any]:
     payload = produce_backlog(bootstrap, topic)
     variants = [("kafkasync timeIndex", "kafkasync", {"planningMode": "timeIndex"}),
                 ("kafkasync fetch", "kafkasync", {"planningMode": "fetch"})]
-    if _has_format_kafka(spark):
+    if has_format_kafka(spark):
         variants.append(('format("kafka")', "kafka", {}))
     results: dict[str, Any] = {"broker": bootstrap, "payload_bytes": payload,
                                "records": PARTITIONS * RECORDS_PER_PARTITION}
-    if not _has_format_kafka(spark):
+    if not has_format_kafka(spark):
         results["format_kafka_skipped"] = "KAFKASYNC_SPARK_KAFKA_JARS is not set"
     # Warm-up, not measured: the JVM's JIT and Spark's Python workers would otherwise weigh
     # on whichever variant runs first.

@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from benchmarks.spark_runs import batch_read_seconds
+from kafkasync_source.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 from benchmarks.workloads import produce_uniform
 
 PARTITIONS, RECORDS_PER_PARTITION, RUNS = 8, 40_000, 3
-PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 
 def skipped_because(spark) -> str | None:
@@ -31,10 +31,8 @@ def skipped_because(spark) -> str | None:
         return "KAFKASYNC_BOOTSTRAP (a real broker) is not set"
     if not os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
         return "KAFKASYNC_SPARK_KAFKA_JARS (the JVM Kafka connector's jars) is not set"
-    try:
-        spark._jvm.java.lang.Class.forName(PROVIDER)
-    except Exception:
-        return f"{PROVIDER} is not on the classpath (check KAFKASYNC_SPARK_KAFKA_JARS)"
+    if not has_format_kafka(spark):
+        return f"{FORMAT_KAFKA_PROVIDER} is not on the classpath (check KAFKASYNC_SPARK_KAFKA_JARS)"
     return None
 
 

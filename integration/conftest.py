@@ -279,13 +279,38 @@ def topic_factory(request, admin):
 # ---------------------------------------------------------------------- spark
 
 
+SPARK_CONNECTOR_PROBLEM: list[str] = []
+"""Why Spark's own Kafka connector is not on the session's classpath, if it is not."""
+
+
+def spark_kafka_connector_jars() -> str:
+    """``KAFKASYNC_SPARK_KAFKA_JARS`` (comma-separated), else Spark's Kafka connector at the
+    running PySpark's version from Maven Central; "" (and the reason noted) where neither."""
+    named = os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS", "").strip()
+    if named:
+        return named
+    import pyspark
+
+    from kafkasync_source.testing.kafka_dist import maven_spark_kafka_connector
+
+    try:
+        return ",".join(maven_spark_kafka_connector(pyspark.__version__))
+    except RuntimeError as exc:
+        SPARK_CONNECTOR_PROBLEM.append(
+            f"Spark's Kafka connector {pyspark.__version__} cannot be had from Maven Central "
+            f"({str(exc).splitlines()[0][:200]}); `make parity` runs these tests on the newest "
+            "PySpark whose connector is served")
+        return ""
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from kafkasync_source.testing.spark import local_spark_session
 
     extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
-    if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):  # format("kafka") beside kafkasync
-        extra["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
+    jars = spark_kafka_connector_jars()
+    if jars:  # format("kafka") beside kafkasync
+        extra["spark.jars"] = jars
     session = local_spark_session(
         "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
     )

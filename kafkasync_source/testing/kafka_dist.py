@@ -144,34 +144,57 @@ def maven_kafka(version: str = DEFAULT_KAFKA_VERSION, *, log=None) -> KafkaJars:
     """The official Apache Kafka ``version`` from Maven Central, resolved once into the cache.
 
     ``log`` (default: print to stderr) is told what is downloaded and how long it took."""
+    profile = "log4j2" if _major(version) >= 4 else "reload4j"
+    libs = _resolve(POM, f"kafka-{version}", f"Apache Kafka {version} (org.apache.kafka:kafka_2.13:"
+                    f"{version} and its runtime dependencies)",
+                    [f"-P{profile}", f"-Dkafka.version={version}"], log)
+    return KafkaJars(libs)
+
+
+SPARK_CONNECTOR_POM = os.path.join(os.path.dirname(POM), "spark-kafka-connector.pom.xml")
+_SPARK_CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
+                         "kafka-clients", "commons-pool2")
+
+
+def maven_spark_kafka_connector(spark_version: str, *, log=None) -> list[str]:
+    """The jars that put Spark's own ``format("kafka")`` on ``spark.jars``, at
+    ``spark_version`` (it must be the running PySpark's), resolved once into the cache."""
+    libs = _resolve(SPARK_CONNECTOR_POM, f"spark-kafka-{spark_version}",
+                    f"Spark's Kafka connector {spark_version} (org.apache.spark:spark-sql-kafka-0-10_2.13)",
+                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=" + ",".join(_SPARK_CONNECTOR_JARS)],
+                    log)
+    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+
+
+def _resolve(pom: str, name: str, what: str, arguments: Sequence[str], log=None) -> str:
+    """Runs ``mvn dependency:copy-dependencies`` on ``pom`` into ``<cache>/<name>/libs`` once;
+    returns that directory. Says what it resolves and how long it took."""
     say = log or (lambda message: print(message, file=sys.stderr, flush=True))
-    libs = os.path.join(cache_root(), f"kafka-{version}", "libs")
+    libs = os.path.join(cache_root(), name, "libs")
     if os.path.exists(os.path.join(libs, _COMPLETE)):
-        return KafkaJars(libs)
+        return libs
     problem = maven_problem()
     if problem:
         raise RuntimeError(problem)
-    profile = "log4j2" if _major(version) >= 4 else "reload4j"
     staging = libs + ".partial"
     shutil.rmtree(staging, ignore_errors=True)
-    command = ["mvn", "-B", "-ntp", "-f", POM, f"-P{profile}", "dependency:copy-dependencies",
-               f"-Dkafka.version={version}", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
-    say(f"kafkasync: resolving Apache Kafka {version} (org.apache.kafka:kafka_2.13:{version} and its "
-        f"runtime dependencies) from Maven Central into {libs}")
+    command = ["mvn", "-B", "-ntp", "-f", pom, "dependency:copy-dependencies", *arguments,
+               "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
+    say(f"kafkasync: resolving {what} from Maven Central into {libs}")
     started = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
         tail = "\n".join(line for line in result.stdout.splitlines() if "ERROR" in line)[-3000:]
-        raise RuntimeError(f"mvn could not resolve Apache Kafka {version} (exit {result.returncode}):\n{tail}")
+        raise RuntimeError(f"mvn could not resolve {what} (exit {result.returncode}):\n{tail}")
     jars = sorted(name for name in os.listdir(staging) if name.endswith(".jar"))
     shutil.rmtree(libs, ignore_errors=True)
     os.replace(staging, libs)
     with open(os.path.join(libs, _COMPLETE), "w") as handle:
         handle.write("\n".join(jars) + "\n")
-    size = sum(os.path.getsize(os.path.join(libs, name)) for name in jars)
-    say(f"kafkasync: Apache Kafka {version}: {len(jars)} jars, {size / 2**20:.0f} MiB, resolved in "
+    size = sum(os.path.getsize(os.path.join(libs, jar)) for jar in jars)
+    say(f"kafkasync: {what}: {len(jars)} jars, {size / 2**20:.0f} MiB, resolved in "
         f"{time.monotonic() - started:.1f} s: {', '.join(jars)}")
-    return KafkaJars(libs)
+    return libs
 
 
 def _java() -> str:

@@ -61,3 +61,17 @@ def _start(app_name: str, warehouse_dir: str, conf: Optional[Mapping[str, str]])
 
     redact_secret_options(session)
     return session
+
+
+FORMAT_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def has_format_kafka(spark) -> bool:
+    """Whether Spark's own Kafka source is on the session's classpath. Jars of ``spark.jars``
+    are loaded by Spark's own class loader, the thread's context loader, not py4j's:
+    ``Class.forName`` from Python does not see them."""
+    try:
+        spark._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(FORMAT_KAFKA_PROVIDER)
+        return True
+    except Exception:
+        return False
