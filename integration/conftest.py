@@ -249,6 +249,21 @@ def own_broker(kafka_distribution):
         broker.close()
 
 
+@pytest.fixture(scope="module")
+def three_brokers(kafka_distribution):
+    """Three KRaft nodes of the module's own (broker and controller each), left whole by every
+    test that stops one."""
+    if kafka_distribution is None:
+        skip_without_broker(NO_OWN_BROKER)
+    from kafkasync_source.testing.local_broker import LocalKafkaCluster
+
+    cluster = LocalKafkaCluster(kafka_distribution, nodes=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture(scope="session")
 def admin(bootstrap_servers):
     from confluent_kafka.admin import AdminClient

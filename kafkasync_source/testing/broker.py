@@ -14,12 +14,13 @@ from typing import Any, Iterable
 from kafkasync_source.testing.mock_cluster import Record, produce_confirmed
 
 
-def create_topic(admin: Any, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
+def create_topic(admin: Any, name: str, partitions: int = 1, timeout: float = 30.0, *,
+                 replication: int = 1) -> None:
     """Create ``name`` (retention.ms=-1) and wait until its leaders are known."""
     from confluent_kafka.admin import NewTopic
 
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1,
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication,
                   config={"retention.ms": "-1", "retention.bytes": "-1"})],
         operation_timeout=timeout,
     )

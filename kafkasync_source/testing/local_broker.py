@@ -44,15 +44,31 @@ class SaslUsers:
     scram_sha_512: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Quorum:
+    """A KRaft cluster's id, its voters (node id -> controller port) and the replication of
+    its internal topics (offsets, transaction state) and of topics created without one."""
+
+    cluster_id: str
+    voters: Mapping[int, int]
+    replication: int
+
+
 class LocalKafkaBroker:
     """One KRaft broker + controller process of ``distribution``; ``bootstrap_servers`` is the
     PLAINTEXT listener, ``sasl_bootstrap_servers`` the SASL_PLAINTEXT one (when ``sasl``)."""
 
-    def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None) -> None:
+    def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None,
+                 quorum: Optional["Quorum"] = None, node_id: int = 1) -> None:
+        """``quorum``: the KRaft quorum this node is one of (:class:`LocalKafkaCluster`); a
+        quorum of its own by default."""
         self.distribution = distribution
         self._sasl = sasl
+        self.node_id = node_id
         self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
-        self._port, self._controller_port = _free_port(), _free_port()
+        self._port = _free_port()
+        self._quorum = quorum or Quorum(_cluster_id(), {node_id: _free_port()}, replication=1)
+        self._controller_port = self._quorum.voters[node_id]
         self._sasl_port = _free_port() if sasl else None
         self.bootstrap_servers = f"127.0.0.1:{self._port}"
         self.sasl_bootstrap_servers = f"127.0.0.1:{self._sasl_port}" if sasl else None
@@ -65,8 +81,15 @@ class LocalKafkaBroker:
 
     def start(self, timeout: float = 90.0) -> "LocalKafkaBroker":
         """Start the broker (again, on the same data and ports) and wait until it answers."""
+        self.launch()
+        self.wait_until_answering(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting: the nodes of a quorum answer only once a
+        majority of them runs."""
         if self._process is not None and self._process.poll() is None:
-            return self
+            return
         log = open(os.path.join(self._dir, "server.out"), "ab")
         self._process = subprocess.Popen(
             self.distribution.server_command(self._properties, self._dir),
@@ -74,8 +97,13 @@ class LocalKafkaBroker:
             start_new_session=True,
         )
         log.close()
-        self._wait_until_answering(timeout)
-        return self
+
+    def kill(self) -> None:
+        """End the process at once (SIGKILL): a crash, no clean shutdown."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the broker (SIGTERM, a clean shutdown; SIGKILL if it does not end in time)."""
@@ -127,10 +155,12 @@ class LocalKafkaBroker:
                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             ]
+        replication = self._quorum.replication
         lines = [
             "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{self._controller_port}",
+            f"node.id={self.node_id}",
+            "controller.quorum.voters=" + ",".join(
+                f"{node}@127.0.0.1:{port}" for node, port in sorted(self._quorum.voters.items())),
             "listeners=" + ",".join(listeners),
             "advertised.listeners=" + ",".join(advertised),
             "listener.security.protocol.map=" + ",".join(protocols),
@@ -138,12 +168,14 @@ class LocalKafkaBroker:
             "inter.broker.listener.name=PLAINTEXT",
             f"log.dirs={os.path.join(self._dir, 'data')}",
             "num.partitions=1",
-            "offsets.topic.replication.factor=1",
+            f"offsets.topic.replication.factor={replication}",
             "offsets.topic.num.partitions=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
+            f"transaction.state.log.replication.factor={replication}",
+            f"transaction.state.log.min.isr={min(replication, 2)}",
+            f"share.coordinator.state.topic.replication.factor={replication}",
+            f"share.coordinator.state.topic.min.isr={min(replication, 2)}",
+            f"default.replication.factor={replication}",
+            f"min.insync.replicas={min(replication, 2)}",
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=false",
             # Retention checks every 5 minutes by default; the retention test needs seconds.
@@ -155,7 +187,7 @@ class LocalKafkaBroker:
             handle.write("\n".join(lines) + "\n")
 
     def _format(self) -> None:
-        arguments = ["format", "-t", _cluster_id(), "-c", self._properties]
+        arguments = ["format", "-t", self._quorum.cluster_id, "-c", self._properties]
         for name, password in (self._sasl.scram_sha_512.items() if self._sasl else ()):
             arguments += ["--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]"]
         result = subprocess.run(self.distribution.storage_command(arguments, self._dir),
@@ -170,7 +202,7 @@ class LocalKafkaBroker:
         env.pop("KAFKA_OPTS", None)
         return env
 
-    def _wait_until_answering(self, timeout: float) -> None:
+    def wait_until_answering(self, timeout: float = 90.0) -> None:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
@@ -206,3 +238,34 @@ def _cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+class LocalKafkaCluster:
+    """``nodes`` KRaft nodes, each broker and controller in one process, on loopback: a quorum
+    that survives one node down; topics replicated ``nodes`` times with ``min.insync.replicas``
+    2 unless created otherwise. Nodes are numbered from 1 (``node(i)``)."""
+
+    def __init__(self, distribution: KafkaDistribution, nodes: int = 3) -> None:
+        quorum = Quorum(_cluster_id(), {node: _free_port() for node in range(1, nodes + 1)}, replication=nodes)
+        self.nodes = [LocalKafkaBroker(distribution, quorum=quorum, node_id=node) for node in quorum.voters]
+        self.bootstrap_servers = ",".join(node.bootstrap_servers for node in self.nodes)
+
+    def node(self, node_id: int) -> LocalKafkaBroker:
+        return self.nodes[node_id - 1]
+
+    def start(self, timeout: float = 120.0) -> "LocalKafkaCluster":
+        for node in self.nodes:
+            node.launch()
+        for node in self.nodes:
+            node.wait_until_answering(timeout)
+        return self
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def __enter__(self) -> "LocalKafkaCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
