@@ -74,6 +74,8 @@ class TimeIndexReader:
         self._retry_interval_s = retry_interval_ms / 1000
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
+        self.partitions_asked = 0
+        """Partitions asked over those rounds: what the driver's per-partition work scales with."""
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The readable end of each partition."""
@@ -118,6 +120,7 @@ class TimeIndexReader:
         while True:
             attempts += 1
             self.rounds += 1
+            self.partitions_asked += len(specs)
             answers, failures = self._list_once(specs)
             if not failures:
                 self._failing_since = None
