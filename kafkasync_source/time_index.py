@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping, Optional
+from concurrent.futures import Future
+from typing import Iterable, Mapping, Optional
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import _AdminClientImpl
 
 import numpy as np
 
@@ -45,6 +47,14 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _REQUEST_TIMEOUT_S = 5.0
 """A healthy broker answers ListOffsets in milliseconds; a deleted topic or a broker that is
 down makes librdkafka wait for the whole timeout."""
+_LATEST, _EARLIEST, _MAX_TIMESTAMP = -1, -2, -3
+"""The ListOffsets protocol's special times (``ListOffsetsRequest.LATEST_TIMESTAMP``,
+``EARLIEST_TIMESTAMP``, ``MAX_TIMESTAMP``); any other is a time to look up."""
+_PARTITIONS_PER_CALL = 512
+"""One ``list_offsets`` call's client-side cost grows faster than its partitions (confluent-kafka
+2.16 on Kafka 4.3, loopback: 3.9 ms at 512 partitions, 12.5 at 1,024, 31.8 at 2,048, 91 at
+4,096; see the README, "Thousands of partitions"): a round asks in calls of at most this
+many, all in flight at once (23-31 ms at 4,096)."""
 _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE,
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
@@ -79,19 +89,18 @@ class TimeIndexReader:
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The readable end of each partition."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.latest()), "the latest offsets")
+        answers = self._list(dict.fromkeys(partitions, _LATEST), "the latest offsets")
         return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The log start of each partition."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.earliest()), "the earliest offsets")
+        answers = self._list(dict.fromkeys(partitions, _EARLIEST), "the earliest offsets")
         return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
 
     def largest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """(timestamp, offset) of each partition's largest timestamp; None where the broker
         has none below the readable end (or answers -1, as the embedded cluster always does)."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.max_timestamp()),
-                             "the largest timestamps")
+        answers = self._list(dict.fromkeys(partitions, _MAX_TIMESTAMP), "the largest timestamps")
         return {
             tp: None if answer is None or answer[0] < 0 or answer[1] < 0 else (answer[1], answer[0])
             for tp, answer in answers.items()
@@ -101,8 +110,7 @@ class TimeIndexReader:
         """:data:`~kafkasync_source.index_planner.FirstOffsets`: the first offset whose
         timestamp is >= the time and that timestamp, None where none lies below the readable
         end."""
-        answers = self._list({tp: OffsetSpec.for_timestamp(t) for tp, t in times.items()},
-                             "offsets by time")
+        answers = self._list(times, "offsets by time")
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
@@ -110,9 +118,10 @@ class TimeIndexReader:
         """AdminClient has no close(); dropping the reference destroys the handle."""
         self._admin = None  # type: ignore[assignment]
 
-    def _list(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
-        """``(offset, timestamp)`` per partition through one list_offsets call, retried after
-        retriable errors (``fetchOffset.numRetries`` / ``retryIntervalMs``)."""
+    def _list(self, specs: Mapping[TopicPartition, int], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """``(offset, timestamp)`` per partition for a time (or ``_LATEST``...) each, in one
+        round, retried after retriable errors (``fetchOffset.numRetries`` /
+        ``retryIntervalMs``)."""
         if not specs:
             return {}
         began = time.monotonic()
@@ -156,24 +165,42 @@ class TimeIndexReader:
                         what, len(failures), self._retry_interval_s)
             time.sleep(self._retry_interval_s)
 
-    def _list_once(self, specs: Mapping[TopicPartition, Any]) -> tuple[
+    def _list_once(self, specs: Mapping[TopicPartition, int]) -> tuple[
             dict[TopicPartition, Optional[tuple[int, int]]], dict[TopicPartition, KafkaError]]:
-        futures = self._admin.list_offsets(
-            {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()},
-            isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT_S,
-        )
+        """One round: calls of at most ``_PARTITIONS_PER_CALL`` partitions, all sent before
+        any answer is awaited. Each goes through the C call ``AdminClient.list_offsets``
+        wraps (typed in ``confluent_kafka/cimpl.pyi``) with one future for its answers:
+        the wrapper's future per partition costs more than the broker's answer at
+        thousands of partitions."""
+        requested = [KafkaTopicPartition(tp.topic, tp.partition, spec) for tp, spec in specs.items()]
+        pending = []
+        for begin in range(0, len(requested), _PARTITIONS_PER_CALL):
+            chunk = requested[begin:begin + _PARTITIONS_PER_CALL]
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+            _AdminClientImpl.list_offsets(self._admin, chunk, future, isolation_level_value=self._isolation.value,
+                                          request_timeout=_REQUEST_TIMEOUT_S)
+            pending.append((chunk, future))
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         failures: dict[TopicPartition, KafkaError] = {}
-        for kafka_tp, future in futures.items():
-            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+        for chunk, future in pending:
             try:
-                result = future.result()
-            except KafkaException as err:
-                error = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
-                failures[tp] = error
+                results = future.result()
+            except KafkaException as err:  # the whole call failed
+                error = _kafka_error(err)
+                failures.update({TopicPartition(k.topic, k.partition): error for k in chunk})
                 continue
-            answers[tp] = (result.offset, result.timestamp)
+            for kafka_tp, result in results.items():
+                tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+                if isinstance(result, KafkaError):
+                    failures[tp] = result
+                else:
+                    answers[tp] = (result.offset, result.timestamp)
         return answers, failures
+
+
+def _kafka_error(err: KafkaException) -> KafkaError:
+    return err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
 
 
 def _retriable(error: KafkaError) -> bool:
