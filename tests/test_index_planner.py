@@ -130,11 +130,13 @@ def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
-    count = draw(st.integers(1, 4))
+def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, partitions: int = 4,
+              limit_kinds: tuple[str, ...] = ("none", "records", "step", "both")) -> dict:
+    count = draw(st.integers(1, partitions))
     distinct = in_order_from_start or draw(st.booleans())
     logs, starts, partition_times, stops = {}, {}, {}, {}
-    pool = iter(draw(st.lists(st.integers(0, 60), min_size=40, max_size=40, unique=distinct)))
+    pool = iter(draw(st.lists(st.integers(0, 15 * partitions), min_size=10 * partitions,
+                              max_size=10 * partitions, unique=distinct)))
     for index in range(count):
         size = draw(st.integers(0, 8))
         timestamps = [next(pool) for _ in range(size)]
@@ -153,12 +155,12 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False) -> dict:
         if draw(st.integers(0, 3)) == 0:
             stops[tp(index)] = draw(st.integers(log_start, log.end))
     max_task_idle_ms = draw(st.sampled_from([NEVER_WAIT, 0, 7, WAIT_FOREVER]))
-    limit_kind = draw(st.sampled_from(["none", "records", "step", "both"]))
+    limit_kind = draw(st.sampled_from(limit_kinds))
     if max_task_idle_ms == NEVER_WAIT and limit_kind in ("step", "both"):
         limit_kind = "records"
     previous = max(partition_times.values())
     limits = BatchLimits(
-        max_records=draw(st.integers(1, 12)) if limit_kind in ("records", "both") else None,
+        max_records=draw(st.integers(1, 3 * partitions)) if limit_kind in ("records", "both") else None,
         max_stream_time_step_ms=draw(st.integers(1, 20)) if limit_kind in ("step", "both") else None,
         previous_stream_time=previous,
     )
@@ -196,6 +198,16 @@ def test_the_index_cut_equals_the_fetch_cut_or_says_it_cannot(scenario):
     index_cut, fetch_cut = plan_both(scenario)
     if index_cut is not None:
         assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario=scenarios(partitions=24, limit_kinds=("records", "both")))
+def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenario):
+    """The search answers each level from what earlier levels' answers imply where it can, and
+    asks the brokers only for the rest: on many partitions the cut stays the fetch path's."""
+    index_cut, fetch_cut = plan_both(scenario)
+    if index_cut is not None:
+        assert_same_cut(index_cut, fetch_cut, limited=True)
 
 
 @settings(max_examples=400, deadline=None)
@@ -281,3 +293,16 @@ def test_rate_limit_search_takes_the_first_offsets_in_processing_order():
                           limits=BatchLimits(max_records=5))
     # keys 1,1,2,2,3 (ties to the lower partition): partition 0 gives 3, partition 1 gives 2.
     assert cut.end_offsets == {tp(0): 3, tp(1): 2}
+
+
+def test_the_rate_limit_search_asks_only_partitions_whose_end_a_level_can_change():
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([1000, 1001]),
+                          tp(2): ModelLog([5, 15, 25, 35, 45])})
+    states = indexed(broker, {p: 0 for p in broker.logs}, {p: -1 for p in broker.logs}, {})
+    cut = plan_from_index(states, broker.first_offsets, now_ms=0, max_task_idle_ms=0, idle_since={},
+                          limits=BatchLimits(max_records=3))
+    assert cut.end_offsets == {tp(0): 1, tp(1): 0, tp(2): 2}  # 5, 10, 15
+    cut_round, first_level, *probes = broker.asked
+    assert cut_round == {tp(1): 41, tp(2): 41} and set(first_level) == set(broker.logs)
+    # Partition 1 has nothing at or below the stream-time bound (40): no level can change it.
+    assert probes and all(tp(1) not in probe for probe in probes)
