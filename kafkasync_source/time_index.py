@@ -2,8 +2,8 @@
 
 :mod:`kafkasync_source.index_planner` is pure; this is its broker-facing half, the second
 provider of the planner's input beside :class:`~kafkasync_source.fetcher.DriverFetcher`. One
-AdminClient ``list_offsets`` call sends one ListOffsets request per partition leader
-(librdkafka groups the partitions by leader), with the query's isolation level, so under
+round of look-ups sends one ListOffsets request per partition leader and 512 partitions
+(librdkafka groups each call's partitions by leader), with the query's isolation level, so under
 read_committed "latest" is the last stable offset and no answer lies past it
 (``ReplicaManager.fetchOffset`` answers -1 for a found offset at or past the last fetchable
 one).
@@ -12,7 +12,9 @@ A trigger costs, in rounds of ListOffsets requests (each one request per leader)
 
 * 2: latest, then max_timestamp (``OffsetSpec.max_timestamp()``, KIP-734) — in that order, so
   a record produced in between can only put the largest timestamp past the window (then
-  searched for), never leave a newer one unseen inside it;
+  searched for), never leave a newer one unseen inside it. max_timestamp only for the
+  partitions whose readable end moved since the previous trigger: below an unmoved end the
+  records, and so their largest timestamp, are the same;
 * +1 where the cut falls inside some partition (``for_timestamp(T + 1)``);
 * +log2(span) where a search is needed: ``maxOffsetsPerTrigger`` (over the stream-time
   span of the batch), ``maxEventTimePerTrigger`` across a gap, a partition whose largest
@@ -218,6 +220,9 @@ class TimeIndexPath:
 
     def __init__(self, reader: TimeIndexReader) -> None:
         self.reader = reader
+        self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
+        """Per partition, the readable end when the brokers last answered its largest
+        timestamp, and that answer (timestamp, offset)."""
 
     def observe(
         self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
@@ -229,7 +234,11 @@ class TimeIndexPath:
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
         latest = self.reader.latest(active)
-        largest = self.reader.largest(active)  # after latest: see the module docstring
+        largest = self._unchanged_largest(start, latest)
+        # After latest: see the module docstring.
+        largest.update(self.reader.largest([tp for tp in latest if tp not in largest]))
+        self._largest = {tp: (latest[tp], answer) for tp, answer in largest.items()  # type: ignore[misc]
+                         if answer is not None and latest[tp] is not None}
         moved_back = {
             tp: f"its log now ends at offset {end}, below the position "
                 f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
@@ -246,6 +255,17 @@ class TimeIndexPath:
             else:
                 states[tp] = IndexedPartition(offset, None, None, position.partition_time, stop_offset=offset)
         return states
+
+    def _unchanged_largest(self, start: SyncOffset, latest: Mapping[TopicPartition, Optional[int]]
+                           ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """The largest timestamps still known: a partition whose readable end has not moved
+        holds the same records below it (the log is append-only), so its largest one there
+        is the one the brokers named last time. Asked again where it lies before the
+        position (retention may have removed it; the brokers then name another)."""
+        return {
+            tp: answer for tp, (end, answer) in self._largest.items()
+            if tp in latest and latest[tp] == end and answer[1] >= start.partitions[tp].next_offset
+        }
 
     def check_answers(self, partitions: list[TopicPartition]) -> None:
         """``planningMode=timeIndex`` at query start: fail, naming the partition, if the
