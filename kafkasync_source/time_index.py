@@ -36,7 +36,8 @@ from confluent_kafka.cimpl import _AdminClientImpl
 
 import numpy as np
 
-from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition
+from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
+from kafkasync_source.known_answers import KnownFirstOffsets
 from kafkasync_source.offset_reader import KafkaSyncConnectionError
 from kafkasync_source.offsets import SyncOffset
 from kafkasync_source.options import non_consumer_settings
@@ -223,6 +224,13 @@ class TimeIndexPath:
         self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
         """Per partition, the readable end when the brokers last answered its largest
         timestamp, and that answer (timestamp, offset)."""
+        self._known = KnownFirstOffsets()
+
+    def first_offsets(self, start: SyncOffset) -> FirstOffsets:
+        """The planner's by-time look-ups for a batch from ``start``: answered from what
+        earlier rounds and triggers learnt where that is exact (:mod:`kafkasync_source.
+        known_answers`), from the brokers otherwise."""
+        return self._known.remembering(self.reader.first_offsets, start.next_offsets())
 
     def observe(
         self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
@@ -245,6 +253,8 @@ class TimeIndexPath:
             for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
         }
         if moved_back:
+            self._largest = {}
+            self._known.forget()
             raise IndexCannotAnswer(moved_back)
         states = {}
         for tp, position in start.partitions.items():

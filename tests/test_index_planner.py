@@ -23,6 +23,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
+from kafkasync_source.known_answers import KnownFirstOffsets
 from kafkasync_source.planner import (
     NEVER_WAIT,
     NO_TIMESTAMP,
@@ -170,14 +171,18 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, partitions:
                 idle_since=idle_since, now_ms=draw(st.integers(0, 20)))
 
 
-def plan_both(scenario: dict) -> tuple[Optional[Cut], Cut]:
+def plan_both(scenario: dict, known: Optional[KnownFirstOffsets] = None) -> tuple[Optional[Cut], Cut]:
+    """The fetch path's cut and the index path's (None where it cannot answer), its by-time
+    look-ups answered through ``known`` when given (what earlier look-ups imply)."""
     broker = scenario["broker"]
     arguments = dict(now_ms=scenario["now_ms"], max_task_idle_ms=scenario["max_task_idle_ms"],
                      idle_since=scenario["idle_since"], limits=scenario["limits"])
     view = (scenario["starts"], scenario["partition_times"], scenario["stops"])
     fetch_cut = plan_batch(fetched(broker, *view), **arguments)
     try:
-        index_cut = plan_from_index(indexed(broker, *view), broker.first_offsets, **arguments)
+        first_offsets = (broker.first_offsets if known is None
+                         else known.remembering(broker.first_offsets, scenario["starts"]))
+        index_cut = plan_from_index(indexed(broker, *view), first_offsets, **arguments)
     except IndexCannotAnswer as cannot:
         assert cannot.reasons and set(cannot.reasons) <= set(broker.logs)
         return None, fetch_cut
@@ -208,20 +213,25 @@ def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenari
     index_cut, fetch_cut = plan_both(scenario)
     if index_cut is not None:
         assert_same_cut(index_cut, fetch_cut, limited=True)
+    # Answers remembered within the plan imply others exactly: the same outcome.
+    remembered, _ = plan_both(scenario, KnownFirstOffsets())
+    assert remembered == index_cut
 
 
 @settings(max_examples=400, deadline=None)
-@given(scenario=scenarios(in_order_from_start=True))
-def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario):
-    """Batch after batch until nothing is left, each from the index path's previous end."""
+@given(scenario=scenarios(in_order_from_start=True), remembering=st.booleans())
+def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario, remembering):
+    """Batch after batch until nothing is left, each from the index path's previous end;
+    with ``remembering``, by-time answers of earlier batches are reused as a query does."""
     broker = scenario["broker"]
+    known = KnownFirstOffsets() if remembering else None
     starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
     limits, stream_time = scenario["limits"], NO_TIMESTAMP
     for _ in range(60):
         scenario = {**scenario, "starts": starts, "partition_times": partition_times,
                     "limits": BatchLimits(limits.max_records, limits.max_stream_time_step_ms,
                                           stream_time)}
-        index_cut, fetch_cut = plan_both(scenario)
+        index_cut, fetch_cut = plan_both(scenario, known)
         assert index_cut is not None, "the index path fell back on an in-order log"
         assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
         if not index_cut.has_batch:
@@ -306,3 +316,19 @@ def test_the_rate_limit_search_asks_only_partitions_whose_end_a_level_can_change
     assert cut_round == {tp(1): 41, tp(2): 41} and set(first_level) == set(broker.logs)
     # Partition 1 has nothing at or below the stream-time bound (40): no level can change it.
     assert probes and all(tp(1) not in probe for probe in probes)
+
+
+def test_a_trigger_from_the_same_start_asks_nothing_by_time_that_an_earlier_one_answered():
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40, 50, 60]), tp(1): ModelLog([15, 25, 35]),
+                          tp(2): ModelLog([12, 22, 32, 42, 52])})
+    starts = {p: 0 for p in broker.logs}
+    states = indexed(broker, starts, {p: -1 for p in broker.logs}, {})
+    known = KnownFirstOffsets()
+    cuts = []
+    for _ in range(2):
+        cuts.append(plan_from_index(states, known.remembering(broker.first_offsets, starts), now_ms=0,
+                                    max_task_idle_ms=0, idle_since={}, limits=BatchLimits(max_records=5)))
+        if len(cuts) == 1:
+            asked = len(broker.asked)
+    assert cuts[0] == cuts[1] and cuts[0].end_offsets == {tp(0): 2, tp(1): 1, tp(2): 2}  # 10 12 15 20 22
+    assert asked > 0 and len(broker.asked) == asked
