@@ -8,12 +8,15 @@ a batch's cut falls inside half of the partitions), every delivery report checke
 calls the stream reader's ``latestOffset(start, limit)`` as Spark does, for both planning
 paths, without a limit and with ``maxOffsetsPerTrigger = 5 × partitions``:
 
-* ``same_start_ms`` (time-index path): median of ``reps`` calls from the query's first start, after a first
-  call (the issue's measurement: Spark asks again from the same start while a batch waits);
-* ``walk_ms``: median over the triggers of a walk through the whole backlog, each trigger
-  from the previous one's end, as a backfill runs;
-* ListOffsets rounds and partitions asked per trigger (the time-index path): unlike the
-  milliseconds, these do not move with the load of a shared machine.
+* ``first_trigger``: a query's first trigger, which has learnt nothing yet (median of 3
+  fresh readers);
+* ``same_start`` (time-index path): median of ``reps`` calls from the query's first start,
+  after a first call (the issue's measurement; Spark asks again from the same start while a
+  batch waits);
+* ``walk``: median over the triggers of a walk through the whole backlog, each trigger from
+  the previous one's end, as a backfill runs;
+* with each, ListOffsets rounds and partitions asked per trigger (the time-index path):
+  unlike the milliseconds, these do not move with the load of a shared machine.
 
 The *model* measures the pure planner (``plan_from_index``) with an in-memory index that
 answers as a broker does (``UnifiedLog.fetchOffsetByTimestamp``: the first offset whose
@@ -131,27 +134,51 @@ def _next_batch(reader: KafkaSyncStreamReader, start: dict, limit: Any) -> tuple
         time.sleep(0.01)
 
 
+def _per_trigger(before: tuple[int, int], after: tuple[int, int], triggers: int) -> dict[str, float]:
+    return {"rounds": (after[0] - before[0]) / max(triggers, 1),
+            "partitions_asked": (after[1] - before[1]) / max(triggers, 1)}
+
+
+def cold_trigger_ms(bootstrap: str, topic: str, mode: str, max_offsets: Optional[int],
+                    reps: int = 3) -> dict[str, Any]:
+    """The first trigger of a query (nothing learnt yet), median over ``reps`` fresh readers;
+    on the fetch path, the call that cuts the first batch once the backlog is fetched."""
+    times, lookups = [], []
+    for _ in range(reps):
+        reader = _reader(bootstrap, topic, mode, max_offsets)
+        try:
+            start = reader.initialOffset()
+            before = _lookups(reader)
+            times.append(_next_batch(reader, start, reader.getDefaultReadLimit())[0])
+            lookups.append(_per_trigger(before, _lookups(reader), 1))
+        finally:
+            reader.stop()
+    return {"ms": statistics.median(times), **lookups[0]}
+
+
 def trigger_cost(bootstrap: str, topic: str, partitions: int, mode: str,
                  max_offsets: Optional[int], reps: int = REPS) -> dict[str, Any]:
-    """``latestOffset(start, limit)`` on a fresh reader: the same start ``reps`` times after
-    a first batch, then a walk through the backlog; each batch's end offsets are returned too
-    (``ends``), so that two runs can be compared batch for batch."""
+    """``latestOffset(start, limit)``: the first trigger of fresh readers, then on one reader
+    the same start ``reps`` times after a first batch, then a walk through the backlog; each
+    batch's end offsets are returned too (``ends``), so that runs can be compared."""
+    cold = cold_trigger_ms(bootstrap, topic, mode, max_offsets)
     reader = _reader(bootstrap, topic, mode, max_offsets)
     try:
         start = reader.initialOffset()
         limit = reader.getDefaultReadLimit()
-        first_ms, first_end = _next_batch(reader, start, limit)
+        _, first_end = _next_batch(reader, start, limit)
         same: list[float] = []
-        rounds_before, asked_before = _lookups(reader)
+        before = _lookups(reader)
         # The fetch path moves its fetcher past a batch it cut (Spark never asks again from
         # the start of a batch it got), so asking again refetches: only the walk applies.
         for _ in range(reps if mode != "fetch" else 0):
             elapsed, end = _timed(lambda: reader.latestOffset(start, limit))
             assert end == first_end, "the same start gave a different batch"
             same.append(elapsed)
-        rounds, asked = _lookups(reader)
+        same_lookups = _per_trigger(before, _lookups(reader), len(same))
         walk, ends = [], []
         position, total = start, partitions * RECORDS_PER_PARTITION
+        before = _lookups(reader)
         while sum(SyncOffset.from_json(position).next_offsets().values()) < total:
             elapsed, end = _next_batch(reader, position, limit)
             reader.partitions(position, end)  # as Spark does before the next trigger
@@ -160,12 +187,10 @@ def trigger_cost(bootstrap: str, topic: str, partitions: int, mode: str,
                          for tp, p in SyncOffset.from_json(end).partitions.items()})
             position = end
         return {
-            "first_ms": first_ms,
-            "same_start_ms": statistics.median(same) if same else None,
-            "walk_ms": statistics.median(walk),
-            "batches": len(walk),
-            "rounds_per_trigger": (rounds - rounds_before) / max(len(same), 1),
-            "partitions_asked_per_trigger": (asked - asked_before) / max(len(same), 1),
+            "first_trigger": cold,
+            "same_start": {"ms": statistics.median(same), **same_lookups} if same else None,
+            "walk": {"ms": statistics.median(walk), "batches": len(walk),
+                     **_per_trigger(before, _lookups(reader), len(walk))},
             "planning": reader._sync_driver().planning,
             "ends": ends,
         }
