@@ -22,6 +22,10 @@ The *model* measures the pure planner (``plan_from_index``) with an in-memory in
 answers as a broker does (``UnifiedLog.fetchOffsetByTimestamp``: the first offset whose
 timestamp is >= t), at sizes no single test broker holds comfortably (16,384 partitions).
 
+Given a Spark session with the Kafka connector (``--spark-kafka-jars``, or ``measure(spark=)``),
+format("kafka")'s trigger on the same topics is measured beside: the ``latestOffset`` time
+Spark reports for its batches.
+
 ``python -m benchmarks.trigger_cost`` prints the results as JSON; ``--tiny`` runs small sizes
 in seconds (a CI smoke); ``--profile N`` prints a pyinstrument profile of the time-index
 trigger at N partitions. ``make bench`` calls :func:`measure`.
@@ -198,7 +202,8 @@ def trigger_cost(bootstrap: str, topic: str, partitions: int, mode: str,
         reader.stop()
 
 
-def broker_measurements(bootstrap: str, sizes: tuple[int, ...], reps: int = REPS) -> dict[str, Any]:
+def broker_measurements(bootstrap: str, sizes: tuple[int, ...], reps: int = REPS,
+                        spark: Any = None) -> dict[str, Any]:
     """Per size, mode and limit: :func:`trigger_cost` (the batches' ends compared across
     modes: both paths must cut the same batches here, no transactions or gaps)."""
     results: dict[str, Any] = {}
@@ -213,6 +218,8 @@ def broker_measurements(bootstrap: str, sizes: tuple[int, ...], reps: int = REPS
                     for mode in MODES}
             ends = [run.pop("ends") for run in runs.values()]
             assert all(e == ends[0] for e in ends), f"{limit_name}: the paths cut different batches"
+            if spark is not None:
+                runs["format_kafka"] = format_kafka_trigger_ms(spark, bootstrap, topic, max_offsets)
             per_size[limit_name] = runs
         results[str(partitions)] = per_size
     return results
@@ -264,10 +271,49 @@ def model_measurements(sizes: tuple[int, ...], reps: int = REPS) -> dict[str, An
     } for partitions in sizes}
 
 
+FORMAT_KAFKA = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+FORMAT_KAFKA_TRIGGERS = 20
+
+
+def format_kafka_trigger_ms(spark: Any, bootstrap: str, topic: str, max_offsets: Optional[int]) -> dict[str, Any]:
+    """format("kafka")'s trigger on the same topic, as Spark reports it (``durationMs
+    ["latestOffset"]`` of its progress), median over ``FORMAT_KAFKA_TRIGGERS`` triggers with
+    nothing new to read (``startingOffsets=latest``): its ``latestOffset`` is one look-up of
+    the latest offsets of every partition (``KafkaMicroBatchStream.latestOffset``), with or
+    without data, plus ``rateLimit``'s arithmetic. Measured without data because its batches
+    run a task per partition (4,096 of them a batch on 2 cores take minutes), which is not
+    the trigger's cost. ``{"skipped": why}`` when the session has no Kafka connector."""
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "latest"))
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    try:
+        frame = reader.load()
+    except Exception as err:  # pyspark's AnalysisException names the missing data source
+        if "kafka" not in str(err).lower():
+            raise
+        return {"skipped": f"the Spark session has no Kafka connector ({FORMAT_KAFKA}): {str(err)[:200]}"}
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")  # progress every trigger
+    query = frame.writeStream.format("noop").trigger(processingTime="50 milliseconds").start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(query.recentProgress) < FORMAT_KAFKA_TRIGGERS + 2 and time.monotonic() < deadline:
+            if query.exception() is not None:
+                raise RuntimeError(f'format("kafka"): {query.exception()}')
+            time.sleep(0.2)
+        progress = query.recentProgress[2:]  # after the query's start
+    finally:
+        query.stop()
+    times = [p.durationMs["latestOffset"] for p in progress if "latestOffset" in p.durationMs]
+    return {"ms": statistics.median(times), "triggers": len(times)}
+
+
 def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Optional[str] = None,
-            reps: int = REPS, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+            reps: int = REPS, spark: Any = None,
+            log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """The whole measurement: a broker of its own (unless ``bootstrap`` names one), the
-    broker sizes, the model sizes. ``tiny``: one small size each, for a smoke run."""
+    broker sizes, the model sizes. ``tiny``: one small size each, for a smoke run. With a
+    ``spark`` session that has the Kafka connector, format("kafka")'s trigger beside."""
     broker_sizes = TINY_BROKER_SIZES if tiny else BROKER_SIZES
     model_sizes = TINY_MODEL_SIZES if tiny else MODEL_SIZES
     results: dict[str, Any] = {"records_per_partition": RECORDS_PER_PARTITION,
@@ -277,7 +323,7 @@ def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Opti
     results["model"] = model_measurements(model_sizes, reps)
     if bootstrap is not None:
         results["broker"] = {"bootstrap": bootstrap,
-                             **broker_measurements(bootstrap, broker_sizes, reps)}
+                             **broker_measurements(bootstrap, broker_sizes, reps, spark)}
         return results
     from kafkasync_source.testing.kafka_dist import maven_kafka
     from kafkasync_source.testing.local_broker import LocalKafkaBroker
@@ -286,12 +332,13 @@ def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Opti
         log(f"trigger cost: Apache Kafka {broker.version()} at {broker.bootstrap_servers}, "
             f"{broker_sizes} partitions")
         results["broker"] = {"kafka_version": broker.version(),
-                             **broker_measurements(broker.bootstrap_servers, broker_sizes, reps)}
+                             **broker_measurements(broker.bootstrap_servers, broker_sizes, reps, spark)}
     return results
 
 
 def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = True) -> str:
-    """A pyinstrument profile of ``reps`` time-index triggers from the same start."""
+    """A pyinstrument profile of the first time-index trigger of ``REPS`` fresh readers (the
+    trigger that has learnt nothing yet, and so asks the most)."""
     from pyinstrument import Profiler
 
     from kafkasync_source.testing.kafka_dist import maven_kafka
@@ -300,19 +347,18 @@ def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = Tr
     with LocalKafkaBroker(maven_kafka(kafka_version)) as broker:
         topic = f"trigger-profile-{partitions}"
         fill_topic(broker.bootstrap_servers, topic, partitions, _base_ts())
-        reader = _reader(broker.bootstrap_servers, topic, "timeIndex",
-                         LIMIT_PER_PARTITION * partitions if limited else None)
-        try:
-            start = reader.initialOffset()
-            limit = reader.getDefaultReadLimit()
-            reader.latestOffset(start, limit)
-            profiler = Profiler(interval=0.0005)
-            with profiler:
-                for _ in range(REPS):
+        profiler = Profiler(interval=0.0005)
+        for _ in range(REPS):
+            reader = _reader(broker.bootstrap_servers, topic, "timeIndex",
+                             LIMIT_PER_PARTITION * partitions if limited else None)
+            try:
+                start = reader.initialOffset()
+                limit = reader.getDefaultReadLimit()
+                with profiler:
                     reader.latestOffset(start, limit)
-            return profiler.output_text(unicode=False, color=False)
-        finally:
-            reader.stop()
+            finally:
+                reader.stop()
+        return profiler.output_text(unicode=False, color=False)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -324,12 +370,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--profile", type=int, metavar="PARTITIONS",
                         help="print a profile of the time-index trigger at this many partitions")
     parser.add_argument("--no-limit", action="store_true", help="profile without maxOffsetsPerTrigger")
+    parser.add_argument("--spark-kafka-jars", metavar="JARS",
+                        help='comma-separated jars of Spark\'s Kafka connector: measure format("kafka") too')
     args = parser.parse_args(argv)
     if args.profile:
         print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit))
         return 0
+    spark = None
+    if args.spark_kafka_jars:
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[2]").config("spark.jars", args.spark_kafka_jars)
+                 .config("spark.ui.enabled", "false").getOrCreate())
     results = measure(tiny=args.tiny, kafka_version=args.kafka_version, bootstrap=args.bootstrap,
-                      reps=args.reps, log=lambda message: print(message, file=sys.stderr, flush=True))
+                      reps=args.reps, spark=spark,
+                      log=lambda message: print(message, file=sys.stderr, flush=True))
     print(json.dumps(results, indent=1))
     return 0
 
