@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import time
@@ -373,6 +374,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--spark-kafka-jars", metavar="JARS",
                         help='comma-separated jars of Spark\'s Kafka connector: measure format("kafka") too')
     args = parser.parse_args(argv)
+    # A terminated run still stops its broker (the with-blocks close on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.profile:
         print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit))
         return 0
