@@ -62,6 +62,11 @@ class _Answers:
         return None
 
     def learn(self, time: int, offset: int, timestamp: int) -> None:
+        if not self.times:
+            self.times.append(time)
+            self.offsets.append(offset)
+            self.timestamps.append(timestamp)
+            return
         at = bisect_left(self.times, time)
         if at < len(self.times) and self.times[at] == time:
             return
@@ -103,7 +108,10 @@ class KnownFirstOffsets:
             fresh = first_offsets(asking) if asking else {}
             for tp, answer in fresh.items():
                 if answer is not None:
-                    self._known.setdefault(tp, _Answers()).learn(asking[tp], *answer)
+                    answers = self._known.get(tp)
+                    if answers is None:
+                        answers = self._known[tp] = _Answers()
+                    answers.learn(asking[tp], *answer)
             found.update(fresh)
             return found
 
