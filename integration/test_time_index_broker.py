@@ -15,7 +15,10 @@ import json
 import time
 from collections import Counter
 
+from kafkasync_source.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planner import TopicPartition
 from kafkasync_source.source import register
+from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
 from test_kafkasync_broker import produce
 
 HOUR_MS = 3_600_000
@@ -173,3 +176,35 @@ def test_an_out_of_order_partition_is_cut_like_the_fetch_path_cuts_it(spark, boo
         assert_every_record_once(batches, 750)
     strip = [[{p: v["offset"] for p, v in e["topics"][topic].items()} for e in ends[m]] for m in ("auto", "fetch")]
     assert strip[0] == strip[1]
+
+
+def test_look_ups_over_many_partitions_and_a_largest_timestamp_asked_again_only_where_the_log_grew(
+    bootstrap_servers, topic_factory
+):
+    """A round over more partitions than one call takes (TimeIndexReader asks in calls of
+    512) answers every partition; the next trigger asks max_timestamp only where the
+    readable end moved, and sees the new largest record there."""
+    partitions = 520
+    topic = topic_factory(partitions)
+    produce(bootstrap_servers, topic, [(p, BASE_TS + p * 10 + i, b"r") for p in range(partitions) for i in range(2)])
+    reader = TimeIndexReader({"bootstrap.servers": bootstrap_servers})
+    path = TimeIndexPath(reader)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    start = SyncOffset({tp: PartitionOffset(0) for tp in tps})
+    try:
+        first = path.observe(start, None)
+        assert {tp: (s.end_offset, s.largest) for tp, s in first.items()} == {
+            tp: (2, (BASE_TS + tp.partition * 10 + 1, 1)) for tp in tps}
+        assert reader.first_offsets({tp: BASE_TS + tp.partition * 10 + 1 for tp in tps}) == {
+            tp: (1, BASE_TS + tp.partition * 10 + 1) for tp in tps}
+        asked = reader.partitions_asked
+        assert path.observe(start, None) == first
+        assert reader.partitions_asked - asked == partitions  # latest only
+        produce(bootstrap_servers, topic, [(7, BASE_TS + 10**6, b"new")])
+        asked = reader.partitions_asked
+        grown = path.observe(start, None)
+        assert reader.partitions_asked - asked == partitions + 1
+        assert grown[tps[7]].end_offset == 3 and grown[tps[7]].largest == (BASE_TS + 10**6, 2)
+        assert {tp: s for tp, s in grown.items() if tp != tps[7]} == {tp: s for tp, s in first.items() if tp != tps[7]}
+    finally:
+        reader.close()

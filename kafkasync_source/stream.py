@@ -242,7 +242,7 @@ class SyncDriver:
             if self._delayed(states, read_all, stop_offsets):
                 return _DELAYED
             cut = plan_from_index(
-                indexed, self._time_index.reader.first_offsets, self._time_index.reader.first_records,
+                indexed, self._time_index.first_offsets(start), self._time_index.reader.first_records,
                 now_ms=self._clock(),
                 max_task_idle_ms=self._options.max_task_idle_ms, idle_since=self._idle_since,
                 limits=limits,

@@ -2,8 +2,8 @@
 
 :mod:`kafkasync_source.index_planner` is pure; this is its broker-facing half, the second
 provider of the planner's input beside :class:`~kafkasync_source.fetcher.DriverFetcher`. One
-AdminClient ``list_offsets`` call sends one ListOffsets request per partition leader
-(librdkafka groups the partitions by leader), with the query's isolation level, so under
+round of look-ups sends one ListOffsets request per partition leader and 512 partitions
+(librdkafka groups each call's partitions by leader), with the query's isolation level, so under
 read_committed "latest" is the last stable offset and no answer lies past it
 (``ReplicaManager.fetchOffset`` answers -1 for a found offset at or past the last fetchable
 one).
@@ -12,7 +12,9 @@ A trigger costs, in rounds of ListOffsets requests (each one request per leader)
 
 * 2: latest, then max_timestamp (``OffsetSpec.max_timestamp()``, KIP-734) — in that order, so
   a record produced in between can only put the largest timestamp past the window (then
-  searched for), never leave a newer one unseen inside it;
+  searched for), never leave a newer one unseen inside it. max_timestamp only for the
+  partitions whose readable end moved since the previous trigger: below an unmoved end the
+  records, and so their largest timestamp, are the same;
 * +1 where the cut falls inside some partition (``for_timestamp(T + 1)``);
 * +log2(span) where a search is needed: ``maxOffsetsPerTrigger`` (over the stream-time
   span of the batch), ``maxEventTimePerTrigger`` across a gap, a partition whose largest
@@ -24,15 +26,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping, Optional
+from concurrent.futures import Future
+from typing import Iterable, Mapping, Optional
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import _AdminClientImpl
 
 import numpy as np
 
-from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition
+from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
+from kafkasync_source.known_answers import KnownFirstOffsets
 from kafkasync_source.offset_reader import KafkaSyncConnectionError
 from kafkasync_source.offsets import SyncOffset
 from kafkasync_source.options import consumer_group_id, non_consumer_settings
@@ -45,6 +50,14 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _REQUEST_TIMEOUT_S = 5.0
 """A healthy broker answers ListOffsets in milliseconds; a deleted topic or a broker that is
 down makes librdkafka wait for the whole timeout."""
+_LATEST, _EARLIEST, _MAX_TIMESTAMP = -1, -2, -3
+"""The ListOffsets protocol's special times (``ListOffsetsRequest.LATEST_TIMESTAMP``,
+``EARLIEST_TIMESTAMP``, ``MAX_TIMESTAMP``); any other is a time to look up."""
+_PARTITIONS_PER_CALL = 512
+"""One ``list_offsets`` call's client-side cost grows faster than its partitions (confluent-kafka
+2.16 on Kafka 4.3, loopback: 3.9 ms at 512 partitions, 12.5 at 1,024, 31.8 at 2,048, 91 at
+4,096; see the README, "Thousands of partitions"): a round asks in calls of at most this
+many, all in flight at once (23-31 ms at 4,096)."""
 _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE,
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
@@ -147,22 +160,23 @@ class TimeIndexReader:
         """ListOffsets rounds since the query started (each: one request per leader)."""
         self.record_rounds = 0
         """Rounds of fetches that checked an answer's entry (:meth:`first_records`)."""
+        self.partitions_asked = 0
+        """Partitions asked over those rounds: what the driver's per-partition work scales with."""
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The readable end of each partition."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.latest()), "the latest offsets")
+        answers = self._list(dict.fromkeys(partitions, _LATEST), "the latest offsets")
         return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The log start of each partition."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.earliest()), "the earliest offsets")
+        answers = self._list(dict.fromkeys(partitions, _EARLIEST), "the earliest offsets")
         return {tp: None if answer is None else answer[0] for tp, answer in answers.items()}
 
     def largest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """(timestamp, offset) of each partition's largest timestamp; None where the broker
         has none below the readable end (or answers -1, as the embedded cluster always does)."""
-        answers = self._list(dict.fromkeys(partitions, OffsetSpec.max_timestamp()),
-                             "the largest timestamps")
+        answers = self._list(dict.fromkeys(partitions, _MAX_TIMESTAMP), "the largest timestamps")
         return {
             tp: None if answer is None or answer[0] < 0 or answer[1] < 0 else (answer[1], answer[0])
             for tp, answer in answers.items()
@@ -172,8 +186,7 @@ class TimeIndexReader:
         """:data:`~kafkasync_source.index_planner.FirstOffsets`: the first offset whose
         timestamp is >= the time and that timestamp, None where none lies below the readable
         end."""
-        answers = self._list({tp: OffsetSpec.for_timestamp(t) for tp, t in times.items()},
-                             "offsets by time")
+        answers = self._list(times, "offsets by time")
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
@@ -212,9 +225,10 @@ class TimeIndexReader:
         self._admin = None  # type: ignore[assignment]
         self._probe.close()
 
-    def _list(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
-        """``(offset, timestamp)`` per partition through one list_offsets call, retried after
-        retriable errors (``fetchOffset.numRetries`` / ``retryIntervalMs``)."""
+    def _list(self, specs: Mapping[TopicPartition, int], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """``(offset, timestamp)`` per partition for a time (or ``_LATEST``...) each, in one
+        round, retried after retriable errors (``fetchOffset.numRetries`` /
+        ``retryIntervalMs``)."""
         if not specs:
             return {}
         began = time.monotonic()
@@ -222,6 +236,7 @@ class TimeIndexReader:
         while True:
             attempts += 1
             self.rounds += 1
+            self.partitions_asked += len(specs)
             answers, failures = self._list_once(specs)
             if not failures:
                 self._failing_since = None
@@ -258,24 +273,42 @@ class TimeIndexReader:
                         what, len(failures), self._retry_interval_s)
             time.sleep(self._retry_interval_s)
 
-    def _list_once(self, specs: Mapping[TopicPartition, Any]) -> tuple[
+    def _list_once(self, specs: Mapping[TopicPartition, int]) -> tuple[
             dict[TopicPartition, Optional[tuple[int, int]]], dict[TopicPartition, KafkaError]]:
-        futures = self._admin.list_offsets(
-            {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()},
-            isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT_S,
-        )
+        """One round: calls of at most ``_PARTITIONS_PER_CALL`` partitions, all sent before
+        any answer is awaited. Each goes through the C call ``AdminClient.list_offsets``
+        wraps (typed in ``confluent_kafka/cimpl.pyi``) with one future for its answers:
+        the wrapper's future per partition costs more than the broker's answer at
+        thousands of partitions."""
+        requested = [KafkaTopicPartition(tp.topic, tp.partition, spec) for tp, spec in specs.items()]
+        pending = []
+        for begin in range(0, len(requested), _PARTITIONS_PER_CALL):
+            chunk = requested[begin:begin + _PARTITIONS_PER_CALL]
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+            _AdminClientImpl.list_offsets(self._admin, chunk, future, isolation_level_value=self._isolation.value,
+                                          request_timeout=_REQUEST_TIMEOUT_S)
+            pending.append((chunk, future))
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         failures: dict[TopicPartition, KafkaError] = {}
-        for kafka_tp, future in futures.items():
-            tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+        for chunk, future in pending:
             try:
-                result = future.result()
-            except KafkaException as err:
-                error = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
-                failures[tp] = error
+                results = future.result()
+            except KafkaException as err:  # the whole call failed
+                error = _kafka_error(err)
+                failures.update({TopicPartition(k.topic, k.partition): error for k in chunk})
                 continue
-            answers[tp] = (result.offset, result.timestamp)
+            for kafka_tp, result in results.items():
+                tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
+                if isinstance(result, KafkaError):
+                    failures[tp] = result
+                else:
+                    answers[tp] = (result.offset, result.timestamp)
         return answers, failures
+
+
+def _kafka_error(err: KafkaException) -> KafkaError:
+    return err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
 
 
 def _retriable(error: KafkaError) -> bool:
@@ -293,6 +326,16 @@ class TimeIndexPath:
 
     def __init__(self, reader: TimeIndexReader) -> None:
         self.reader = reader
+        self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
+        """Per partition, the readable end when the brokers last answered its largest
+        timestamp, and that answer (timestamp, offset)."""
+        self._known = KnownFirstOffsets()
+
+    def first_offsets(self, start: SyncOffset) -> FirstOffsets:
+        """The planner's by-time look-ups for a batch from ``start``: answered from what
+        earlier rounds and triggers learnt where that is exact (:mod:`kafkasync_source.
+        known_answers`), from the brokers otherwise."""
+        return self._known.remembering(self.reader.first_offsets, start.next_offsets())
 
     def observe(
         self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
@@ -304,13 +347,19 @@ class TimeIndexPath:
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
         latest = self.reader.latest(active)
-        largest = self.reader.largest(active)  # after latest: see the module docstring
+        largest = self._unchanged_largest(start, latest)
+        # After latest: see the module docstring.
+        largest.update(self.reader.largest([tp for tp in latest if tp not in largest]))
+        self._largest = {tp: (latest[tp], answer) for tp, answer in largest.items()  # type: ignore[misc]
+                         if answer is not None and latest[tp] is not None}
         moved_back = {
             tp: f"its log now ends at offset {end}, below the position "
                 f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
             for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
         }
         if moved_back:
+            self._largest = {}
+            self._known.forget()
             raise IndexCannotAnswer(moved_back)
         states = {}
         for tp, position in start.partitions.items():
@@ -321,6 +370,17 @@ class TimeIndexPath:
             else:
                 states[tp] = IndexedPartition(offset, None, None, position.partition_time, stop_offset=offset)
         return states
+
+    def _unchanged_largest(self, start: SyncOffset, latest: Mapping[TopicPartition, Optional[int]]
+                           ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """The largest timestamps still known: a partition whose readable end has not moved
+        holds the same records below it (the log is append-only), so its largest one there
+        is the one the brokers named last time. Asked again where it lies before the
+        position (retention may have removed it; the brokers then name another)."""
+        return {
+            tp: answer for tp, (end, answer) in self._largest.items()
+            if tp in latest and latest[tp] == end and answer[1] >= start.partitions[tp].next_offset
+        }
 
     def check_answers(self, partitions: list[TopicPartition]) -> None:
         """``planningMode=timeIndex`` at query start: fail, naming the partition, if the

@@ -23,6 +23,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
+from kafkasync_source.known_answers import KnownFirstOffsets
 from kafkasync_source.planner import (
     NEVER_WAIT,
     NO_TIMESTAMP,
@@ -169,12 +170,15 @@ def assert_same_times(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, transactional: bool = False) -> dict:
-    count = draw(st.integers(1, 4))
+def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, partitions: int = 4,
+              limit_kinds: tuple[str, ...] = ("none", "records", "step", "both"),
+              transactional: bool = False) -> dict:
+    count = draw(st.integers(1, partitions))
     distinct = in_order_from_start or draw(st.booleans())
     logs, starts, partition_times, stops = {}, {}, {}, {}
     read_committed = draw(st.booleans()) if transactional else True
-    pool = iter(draw(st.lists(st.integers(0, 60), min_size=40, max_size=40, unique=distinct)))
+    pool = iter(draw(st.lists(st.integers(0, 15 * partitions), min_size=10 * partitions,
+                              max_size=10 * partitions, unique=distinct)))
     for index in range(count):
         size = draw(st.integers(0, 8))
         timestamps = [next(pool) for _ in range(size)]
@@ -202,12 +206,12 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, transaction
         if draw(st.integers(0, 3)) == 0:
             stops[tp(index)] = draw(st.integers(log_start, log.end))
     max_task_idle_ms = draw(st.sampled_from([NEVER_WAIT, 0, 7, WAIT_FOREVER]))
-    limit_kind = draw(st.sampled_from(["none", "records", "step", "both"]))
+    limit_kind = draw(st.sampled_from(limit_kinds))
     if max_task_idle_ms == NEVER_WAIT and limit_kind in ("step", "both"):
         limit_kind = "records"
     previous = max(partition_times.values())
     limits = BatchLimits(
-        max_records=draw(st.integers(1, 12)) if limit_kind in ("records", "both") else None,
+        max_records=draw(st.integers(1, 3 * partitions)) if limit_kind in ("records", "both") else None,
         max_stream_time_step_ms=draw(st.integers(1, 20)) if limit_kind in ("step", "both") else None,
         previous_stream_time=previous,
     )
@@ -218,14 +222,18 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, transaction
                 idle_since=idle_since, now_ms=draw(st.integers(0, 20)))
 
 
-def plan_both(scenario: dict) -> tuple[Optional[Cut], Cut]:
+def plan_both(scenario: dict, known: Optional[KnownFirstOffsets] = None) -> tuple[Optional[Cut], Cut]:
+    """The fetch path's cut and the index path's (None where it cannot answer), its by-time
+    look-ups answered through ``known`` when given (what earlier look-ups imply)."""
     broker = scenario["broker"]
     arguments = dict(now_ms=scenario["now_ms"], max_task_idle_ms=scenario["max_task_idle_ms"],
                      idle_since=scenario["idle_since"], limits=scenario["limits"])
     view = (scenario["starts"], scenario["partition_times"], scenario["stops"])
     fetch_cut = plan_batch(fetched(broker, *view), **arguments)
     try:
-        index_cut = plan_from_index(indexed(broker, *view), broker.first_offsets, broker.first_records, **arguments)
+        first_offsets = (broker.first_offsets if known is None
+                         else known.remembering(broker.first_offsets, scenario["starts"]))
+        index_cut = plan_from_index(indexed(broker, *view), first_offsets, broker.first_records, **arguments)
     except IndexCannotAnswer as cannot:
         assert cannot.reasons and set(cannot.reasons) <= set(broker.logs)
         return None, fetch_cut
@@ -280,18 +288,33 @@ def test_on_transactional_logs_the_index_cut_holds_the_fetch_cuts_records_or_say
     assert_same_records(scenario, index_cut, fetch_cut)
 
 
+@settings(max_examples=300, deadline=None)
+@given(scenario=scenarios(partitions=24, limit_kinds=("records", "both")))
+def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenario):
+    """The search answers each level from what earlier levels' answers imply where it can, and
+    asks the brokers only for the rest: on many partitions the cut stays the fetch path's."""
+    index_cut, fetch_cut = plan_both(scenario)
+    if index_cut is not None:
+        assert_same_cut(index_cut, fetch_cut, limited=True)
+    # Answers remembered within the plan imply others exactly: the same outcome.
+    remembered, _ = plan_both(scenario, KnownFirstOffsets())
+    assert remembered == index_cut
+
+
 @settings(max_examples=400, deadline=None)
-@given(scenario=scenarios(in_order_from_start=True))
-def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario):
-    """Batch after batch until nothing is left, each from the index path's previous end."""
+@given(scenario=scenarios(in_order_from_start=True), remembering=st.booleans())
+def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario, remembering):
+    """Batch after batch until nothing is left, each from the index path's previous end;
+    with ``remembering``, by-time answers of earlier batches are reused as a query does."""
     broker = scenario["broker"]
+    known = KnownFirstOffsets() if remembering else None
     starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
     limits, stream_time = scenario["limits"], NO_TIMESTAMP
     for _ in range(60):
         scenario = {**scenario, "starts": starts, "partition_times": partition_times,
                     "limits": BatchLimits(limits.max_records, limits.max_stream_time_step_ms,
                                           stream_time)}
-        index_cut, fetch_cut = plan_both(scenario)
+        index_cut, fetch_cut = plan_both(scenario, known)
         assert index_cut is not None, "the index path fell back on an in-order log"
         assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
         if not index_cut.has_batch:
@@ -364,3 +387,33 @@ def test_rate_limit_search_takes_the_first_offsets_in_processing_order():
                           limits=BatchLimits(max_records=5))
     # keys 1,1,2,2,3 (ties to the lower partition): partition 0 gives 3, partition 1 gives 2.
     assert cut.end_offsets == {tp(0): 3, tp(1): 2}
+
+
+def test_the_rate_limit_search_asks_only_partitions_whose_end_a_level_can_change():
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([1000, 1001]),
+                          tp(2): ModelLog([5, 15, 25, 35, 45])})
+    states = indexed(broker, {p: 0 for p in broker.logs}, {p: -1 for p in broker.logs}, {})
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0,
+                          idle_since={}, limits=BatchLimits(max_records=3))
+    assert cut.end_offsets == {tp(0): 1, tp(1): 0, tp(2): 2}  # 5, 10, 15
+    cut_round, first_level, *probes = broker.asked
+    assert cut_round == {tp(1): 41, tp(2): 41} and set(first_level) == set(broker.logs)
+    # Partition 1 has nothing at or below the stream-time bound (40): no level can change it.
+    assert probes and all(tp(1) not in probe for probe in probes)
+
+
+def test_a_trigger_from_the_same_start_asks_nothing_by_time_that_an_earlier_one_answered():
+    broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40, 50, 60]), tp(1): ModelLog([15, 25, 35]),
+                          tp(2): ModelLog([12, 22, 32, 42, 52])})
+    starts = {p: 0 for p in broker.logs}
+    states = indexed(broker, starts, {p: -1 for p in broker.logs}, {})
+    known = KnownFirstOffsets()
+    cuts = []
+    for _ in range(2):
+        cuts.append(plan_from_index(states, known.remembering(broker.first_offsets, starts), broker.first_records,
+                                    now_ms=0, max_task_idle_ms=0, idle_since={},
+                                    limits=BatchLimits(max_records=5)))
+        if len(cuts) == 1:
+            asked = len(broker.asked)
+    assert cuts[0] == cuts[1] and cuts[0].end_offsets == {tp(0): 2, tp(1): 1, tp(2): 2}  # 10 12 15 20 22
+    assert asked > 0 and len(broker.asked) == asked
