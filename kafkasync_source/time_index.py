@@ -81,13 +81,13 @@ class RecordProbe:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
-            # As little as the broker sends: it still sends the whole batch holding the offset
-            # (KIP-74), and librdkafka prefetches no further batches.
-            "message.max.bytes": 1000,  # librdkafka's floor for fetch.max.bytes
-            "fetch.max.bytes": 1000,
-            "max.partition.fetch.bytes": 1,
-            "queued.max.messages.kbytes": 1,
-            "queued.min.messages": 1,
+            # Little per partition, many partitions per request. A broker sends whole record
+            # batches, and a batch larger than max.partition.fetch.bytes only for the first
+            # partition of a response (ReplicaManager.readFromLog's minOneMessage), so the
+            # limit is a typical producer batch, not 1 byte: else a response holds one
+            # partition, and thousands of partitions take thousands of round trips.
+            "max.partition.fetch.bytes": 16_384,
+            "fetch.max.bytes": 16 * 1024 * 1024,
             "fetch.wait.max.ms": 10,
         }
         self._consumer: Optional[Consumer] = None
@@ -100,6 +100,7 @@ class RecordProbe:
         consumer = self._consumer
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()])
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        paused: list[KafkaTopicPartition] = []
         deadline = time.monotonic() + _PROBE_TIMEOUT_S
         try:
             while len(answers) < len(offsets) and time.monotonic() < deadline:
@@ -118,7 +119,12 @@ class RecordProbe:
                 else:
                     raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
                                                  f"({error.str()})"}, lookup_failed=True)
+                # Answered: fetch no more of it (the rest would be bytes nobody reads).
+                paused.append(KafkaTopicPartition(tp.topic, tp.partition))
+                consumer.pause(paused[-1:])
         finally:
+            if paused:  # librdkafka keeps a partition's pause across assignments
+                consumer.resume(paused)
             consumer.unassign()
         missing = {tp: f"no record or end of partition at offset {offset} within "
                        f"{_PROBE_TIMEOUT_S:.0f} s" for tp, offset in offsets.items() if tp not in answers}
