@@ -17,7 +17,7 @@ BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-slow demo integration parity bench clean distclean check-tools
+.PHONY: venv test test-slow demo integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -84,6 +84,10 @@ parity: $(PARITY_STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run
+
+# Every benchmark at tiny sizes, asserting each produced its figures (CI runs it).
+bench-smoke: $(BENCH_STAMP)
+	$(PY) -m benchmarks.smoke
 
 # Generated files only; `distclean` also removes the virtualenv.
 clean:

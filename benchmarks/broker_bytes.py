@@ -109,19 +109,19 @@ def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dic
     return sum(p.numInputRows for p in query.recentProgress)
 
 
-def produce_backlog(bootstrap: str, topic: str) -> int:
+def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = RECORDS_PER_PARTITION) -> int:
     """The backlog, stamped in the last hours (a Kafka 4 broker refuses future timestamps,
     time retention is off). Returns the payload bytes."""
     from kafkasync_source.testing import Record
     from kafkasync_source.testing.broker import KafkaBroker
 
-    base = int(time.time() * 1000) - PARTITIONS * RECORDS_PER_PARTITION * 10 - 60_000
+    base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
     value = b"v" * VALUE_BYTES
     with KafkaBroker(bootstrap) as broker:
         broker.create_topic(topic, PARTITIONS)
         broker.produce(topic, (Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
-                               for i in range(RECORDS_PER_PARTITION) for p in range(PARTITIONS)))
-    return PARTITIONS * RECORDS_PER_PARTITION * (VALUE_BYTES + KEY_BYTES)
+                               for i in range(records_per_partition) for p in range(PARTITIONS)))
+    return PARTITIONS * records_per_partition * (VALUE_BYTES + KEY_BYTES)
 
 
 def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partition: int,
@@ -181,7 +181,8 @@ def compare_transactional(spark: Any, records_per_partition: int = 10_000) -> di
         return {"skipped": reason}
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
     topic = f"kafkasync-bytes-txn-{int(time.time())}"
-    committed = produce_transactional_backlog(bootstrap, topic, records_per_partition)
+    committed = produce_transactional_backlog(bootstrap, topic, records_per_partition,
+                                              per_transaction=max(1, min(500, records_per_partition // 5)))
     payload = committed * (VALUE_BYTES + KEY_BYTES)
     committed_reads = {"kafka.isolation.level": "read_committed"}
     results: dict[str, Any] = {"records": committed, "payload_bytes": payload}
@@ -192,20 +193,20 @@ def compare_transactional(spark: Any, records_per_partition: int = 10_000) -> di
     return results
 
 
-def compare(spark: Any) -> dict[str, Any]:
+def compare(spark: Any, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
     """Bytes per payload byte and seconds per variant, or ``{"skipped": reason}``."""
     reason = skipped_because(spark)
     if reason:
         return {"skipped": reason}
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
     topic = f"kafkasync-bytes-{int(time.time())}"
-    payload = produce_backlog(bootstrap, topic)
+    payload = produce_backlog(bootstrap, topic, records_per_partition)
     variants = [("kafkasync timeIndex", "kafkasync", {"planningMode": "timeIndex"}),
                 ("kafkasync fetch", "kafkasync", {"planningMode": "fetch"})]
     if has_format_kafka(spark):
         variants.append(('format("kafka")', "kafka", {}))
     results: dict[str, Any] = {"broker": bootstrap, "payload_bytes": payload,
-                               "records": PARTITIONS * RECORDS_PER_PARTITION}
+                               "records": PARTITIONS * records_per_partition}
     if not has_format_kafka(spark):
         results["format_kafka_skipped"] = "KAFKASYNC_SPARK_KAFKA_JARS is not set"
     # Warm-up, not measured: the JVM's JIT and Spark's Python workers would otherwise weigh
@@ -218,9 +219,15 @@ def compare(spark: Any) -> dict[str, Any]:
     return results
 
 
-def main() -> None:
+def main(argv: Optional[list[str]] = None) -> None:
+    import argparse
     import json
     import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="8 x 500 records a topic: a smoke run")
+    args = parser.parse_args(argv)
+    plain_records, transactional_records = (500, 500) if args.tiny else (RECORDS_PER_PARTITION, 10_000)
 
     from kafkasync_source.source import register
     from kafkasync_source.testing.spark import local_spark_session
@@ -237,7 +244,8 @@ def main() -> None:
         spark = local_spark_session("kafkasync-broker-bytes", tempfile.mkdtemp(prefix="kafkasync-bench-"), conf)
         register(spark)
         try:
-            print(json.dumps({"plain": compare(spark), "transactional": compare_transactional(spark)}, indent=2))
+            print(json.dumps({"plain": compare(spark, plain_records),
+                              "transactional": compare_transactional(spark, transactional_records)}, indent=2))
         finally:
             spark.stop()
 

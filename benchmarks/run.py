@@ -31,7 +31,8 @@ import time
 import warnings
 from typing import Any, Optional
 
-from benchmarks import async_bench
+from benchmarks import async_bench, trigger_cost
+from benchmarks.real_broker import real_broker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -129,7 +130,10 @@ def run(args) -> dict[str, Any]:
     tempfile.tempdir = workdir  # checkpoints and Spark scratch: removed at the end
     ok = False
     try:
-        _measure(args, results, workdir)
+        with real_broker() as (bootstrap, why_not):  # KAFKASYNC_BOOTSTRAP names it meanwhile
+            _measure(args, results, workdir)
+            results["trigger_cost"] = (trigger_cost.measure(bootstrap=bootstrap, log=_log) if bootstrap
+                                       else {"skipped": why_not})
         results["async"] = async_bench.run()  # its own Spark session, after _measure's is stopped
         ok = True
     finally:

@@ -1,0 +1,86 @@
+"""Every benchmark at tiny sizes, in a few minutes, asserting that each produced its figures:
+so that ``make bench`` cannot break unseen again (CI runs ``make bench-smoke``).
+
+The numbers of a smoke run mean nothing; what is checked is that each benchmark runs end to
+end and returns the figures ``make bench`` and the README quote: the planner and driver
+benchmarks on the embedded cluster, and on a real broker (``benchmarks/real_broker.py``) the
+trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
+(``broker_bytes --tiny``, plain and transactional).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from typing import Any, Callable
+
+
+def _check(name: str, figures: Any, *paths: str) -> None:
+    """Fails unless every dotted ``path`` leads to a number in ``figures``."""
+    for path in paths:
+        value = figures
+        for key in path.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise AssertionError(f"{name}: no figure {path!r} in {json.dumps(figures)[:800]}")
+            value = value[key]
+        if not isinstance(value, (int, float)) or value != value:
+            raise AssertionError(f"{name}: {path} is {value!r}, not a number")
+    print(f"bench-smoke: {name}: ok ({', '.join(paths)})", flush=True)
+
+
+def planner() -> None:
+    from benchmarks import planner_bench
+    from kafkasync_source.testing import MockKafkaCluster
+
+    _check("pure planner", {"ms": planner_bench.pure_planner_ms(8)}, "ms")
+    _check("index planner", {"no_limit": planner_bench.index_planner(64),
+                             "limited": planner_bench.index_planner(64, max_records=1_000)},
+           "no_limit.ms", "no_limit.list_offsets_rounds", "limited.ms", "limited.list_offsets_rounds")
+    with MockKafkaCluster(brokers=1) as cluster:
+        _check("driver with full buffers", planner_bench.driver_full_buffers_ms(cluster.bootstrap_servers, 8),
+               "snapshot_plan_ms", "latest_offset_ms")
+
+
+def trigger_cost(bootstrap: str) -> None:
+    from benchmarks import trigger_cost as benchmark
+
+    figures = benchmark.measure(tiny=True, bootstrap=bootstrap, reps=1)
+    size = next(key for key in figures["broker"] if key.isdigit())
+    _check("trigger cost", figures["broker"][size],
+           "no_limit.timeIndex.first_trigger.ms", "max_offsets_per_trigger.timeIndex.first_trigger.rounds",
+           "max_offsets_per_trigger.fetch.walk.ms")
+
+
+def broker_bytes() -> None:
+    from benchmarks import broker_bytes as benchmark
+    from kafkasync_source.source import register
+    from kafkasync_source.testing.spark import local_spark_session
+
+    spark = local_spark_session("kafkasync-bench-smoke", tempfile.mkdtemp(prefix="kafkasync-smoke-"))
+    register(spark)
+    try:
+        _check("broker bytes", {"plain": benchmark.compare(spark, 500),
+                                "transactional": benchmark.compare_transactional(spark, 500)},
+               "plain.kafkasync timeIndex.bytes_per_payload_byte", "plain.kafkasync fetch.bytes_per_payload_byte",
+               "transactional.kafkasync auto.bytes_per_payload_byte")
+    finally:
+        spark.stop()
+
+
+def main() -> int:
+    from benchmarks.real_broker import real_broker
+
+    steps: list[Callable[[], None]] = [planner]
+    with real_broker() as (bootstrap, why_not):
+        if bootstrap is None:
+            print(f"bench-smoke: the real-broker benchmarks are not run: {why_not}", flush=True)
+        else:
+            steps += [lambda: trigger_cost(bootstrap), broker_bytes]
+        for step in steps:
+            step()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
