@@ -104,24 +104,24 @@ class RecordProbe:
         deadline = time.monotonic() + _PROBE_TIMEOUT_S
         try:
             while len(answers) < len(offsets) and time.monotonic() < deadline:
-                message = consumer.poll(0.1)
-                if message is None:
-                    continue
-                tp = TopicPartition(message.topic(), message.partition())
-                if tp not in offsets or tp in answers:
-                    continue
-                error = message.error()
-                if error is None:
-                    kind, timestamp = message.timestamp()
-                    answers[tp] = (message.offset(), timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    answers[tp] = None
-                else:
-                    raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
-                                                 f"({error.str()})"}, lookup_failed=True)
-                # Answered: fetch no more of it (the rest would be bytes nobody reads).
-                paused.append(KafkaTopicPartition(tp.topic, tp.partition))
-                consumer.pause(paused[-1:])
+                answered = []
+                for message in consumer.consume(len(offsets) - len(answers), 0.1):
+                    tp = TopicPartition(message.topic(), message.partition())
+                    if tp not in offsets or tp in answers:
+                        continue
+                    error = message.error()
+                    if error is None:
+                        kind, timestamp = message.timestamp()
+                        answers[tp] = (message.offset(), timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        answers[tp] = None
+                    else:
+                        raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
+                                                     f"({error.str()})"}, lookup_failed=True)
+                    answered.append(KafkaTopicPartition(tp.topic, tp.partition))
+                if answered:  # fetch no more of them: the rest would be bytes nobody reads
+                    consumer.pause(answered)
+                    paused += answered
         finally:
             if paused:  # librdkafka keeps a partition's pause across assignments
                 consumer.resume(paused)
