@@ -83,12 +83,39 @@ class JavaClientSettingError(ValueError):
     """A Java-client-only setting; the message names it and its librdkafka equivalent."""
 
 
+_PEM_TRUSTSTORE = {"ssl.truststore.location": "ssl.ca.location", "ssl.truststore.certificates": "ssl.ca.pem"}
+"""A PEM truststore (KIP-651: ``ssl.truststore.type=PEM`` with a PEM file, or the certificates
+inline) is what librdkafka's CA settings take."""
+
+
+def _translate_pem_truststore(config: dict[str, str]) -> None:
+    """``ssl.truststore.type=PEM`` as a format("kafka") user writes it becomes librdkafka's
+    ``ssl.ca.location`` / ``ssl.ca.pem``. Other truststore types stay, to be refused naming
+    the PEM settings (librdkafka reads no JKS or PKCS#12 truststore)."""
+    if config.get("ssl.truststore.type", "").strip().upper() != "PEM":
+        return
+    if "ssl.truststore.password" in config:
+        raise JavaClientSettingError(
+            "Option 'kafka.ssl.truststore.password': a PEM truststore has no password (the Java "
+            "client refuses one too, KIP-651); remove it.")
+    del config["ssl.truststore.type"]
+    for java, librdkafka in _PEM_TRUSTSTORE.items():
+        if java not in config:
+            continue
+        if librdkafka in config:
+            raise JavaClientSettingError(
+                f"Options 'kafka.{java}' and 'kafka.{librdkafka}' both name the trusted CA "
+                "certificates; keep one.")
+        config[librdkafka] = config.pop(java)
+
+
 def drop_or_refuse_java_settings(config: dict[str, str]) -> None:
     """Refuse every Java-only setting of ``config`` in one error (one line per key), so a
     migrated query is fixed in one round. ``ssl.keystore.type=PKCS12`` is dropped: it says
-    what librdkafka's keystore already is."""
+    what librdkafka's keystore already is; a PEM truststore is translated."""
     if config.get("ssl.keystore.type", "").strip().upper() == _PKCS12:
         del config["ssl.keystore.type"]
+    _translate_pem_truststore(config)
     refused = sorted(
         (key, JAVA_ONLY_SETTINGS.get(key, f"{_JAVA_CLASSES}; there is no equivalent"))
         for key in config

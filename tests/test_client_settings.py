@@ -112,3 +112,29 @@ def test_scram_jaas_without_tokenauth_is_still_translated():
 def test_an_unknown_login_module_is_refused_without_echoing_the_line():
     message = refusal(**{"kafka.sasl.jaas.config": f'{SECRET} required username="a" password="b";'})
     assert "kafka.sasl.jaas.config" in message and "kafka.sasl.username" in message
+
+
+def test_a_pem_truststore_as_format_kafka_users_write_it_is_librdkafkas_ca_location():
+    """KIP-651: ssl.truststore.type=PEM with a PEM file (or the certificates inline)."""
+    options = parse_options({**BASE, "kafka.ssl.truststore.type": "pem",
+                             "kafka.ssl.truststore.location": "/etc/kafka/ca.pem"}, streaming=True)
+    assert options.client_config["ssl.ca.location"] == "/etc/kafka/ca.pem"
+    assert not [key for key in options.client_config if key.startswith("ssl.truststore")]
+    inline = parse_options({**BASE, "kafka.ssl.truststore.type": "PEM",
+                            "kafka.ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----..."},
+                           streaming=True)
+    assert inline.client_config["ssl.ca.pem"] == "-----BEGIN CERTIFICATE-----..."
+
+
+def test_a_pem_truststore_with_a_password_is_refused_without_echoing_it():
+    message = refusal(**{"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem",
+                         "kafka.ssl.truststore.password": SECRET})
+    assert "'kafka.ssl.truststore.password'" in message and "PEM truststore has no password" in message
+
+
+@pytest.mark.parametrize("truststore_type", ["JKS", "PKCS12"])
+def test_a_java_truststore_is_refused_naming_the_pem_settings(truststore_type):
+    message = refusal(**{"kafka.ssl.truststore.type": truststore_type,
+                         "kafka.ssl.truststore.location": "/trust.jks", "kafka.ssl.truststore.password": SECRET})
+    assert "'kafka.ssl.truststore.location'" in message and "'kafka.ssl.truststore.password'" in message
+    assert "kafka.ssl.ca.location" in message and "keytool -exportcert -rfc" in message
