@@ -59,11 +59,19 @@ class LocalKafkaBroker:
     PLAINTEXT listener, ``sasl_bootstrap_servers`` the SASL_PLAINTEXT one (when ``sasl``)."""
 
     def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None,
+                 tls_keystore: Optional[str] = None,
                  quorum: Optional["Quorum"] = None, node_id: int = 1) -> None:
         """``quorum``: the KRaft quorum this node is one of (:class:`LocalKafkaCluster`); a
-        quorum of its own by default."""
+        quorum of its own by default. ``tls_keystore`` (a PEM keystore, see
+        :mod:`~kafkasync_source.testing.certificates`; with ``sasl``): a SASL_SSL listener too,
+        ``sasl_ssl_bootstrap_servers``."""
+        if tls_keystore is not None and sasl is None:
+            raise ValueError("a SASL_SSL listener needs SASL users")
         self.distribution = distribution
         self._sasl = sasl
+        self._tls_keystore = tls_keystore
+        self._sasl_ssl_port = _free_port() if tls_keystore else None
+        self.sasl_ssl_bootstrap_servers = f"127.0.0.1:{self._sasl_ssl_port}" if tls_keystore else None
         self.node_id = node_id
         self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
         self._port = _free_port()
@@ -153,6 +161,17 @@ class LocalKafkaBroker:
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config="
                 "org.apache.kafka.common.security.plain.PlainLoginModule required " + plain_users + ";",
                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            ]
+        if self._tls_keystore is not None:
+            listeners.append(f"SASL_SSL://127.0.0.1:{self._sasl_ssl_port}")
+            advertised.append(f"SASL_SSL://127.0.0.1:{self._sasl_ssl_port}")
+            protocols.append("SASL_SSL:SASL_SSL")
+            extra += [
+                "listener.name.sasl_ssl.ssl.keystore.type=PEM",  # KIP-651
+                f"listener.name.sasl_ssl.ssl.keystore.location={self._tls_keystore}",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             ]
         replication = self._quorum.replication
