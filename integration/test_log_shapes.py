@@ -11,11 +11,12 @@ newest (so no watermark drops one), and the same batches on a re-run.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkasync_source.source import register
 from kafkasync_source.testing import Record, produce_confirmed
@@ -132,7 +133,6 @@ def test_a_compacted_topic_after_cleaning(spark, bootstrap_servers, admin, tmp_p
             produce_confirmed(producer, topic, [
                 Record(key % 2, BASE_TS + round_ * 1_000 + key, f"k{key}".encode(), f"{round_}".encode())
                 for key in range(50)], 30)
-            import time
             time.sleep(0.3)
         consumer_view = _wait_for_cleaning(bootstrap_servers, topic, total=300)
         batches = read_twice(spark, bootstrap_servers, topic, tmp_path, maxOffsetsPerTrigger=40)
@@ -144,9 +144,6 @@ def test_a_compacted_topic_after_cleaning(spark, bootstrap_servers, admin, tmp_p
 
 def _wait_for_cleaning(bootstrap: str, topic: str, total: int, timeout: float = 90.0) -> int:
     """Waits until the cleaner removed some records (offset gaps), returns how many remain."""
-    import time
-    from confluent_kafka import Consumer, TopicPartition
-
     deadline = time.monotonic() + timeout
     while True:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"it-{uuid.uuid4().hex}",
@@ -167,3 +164,41 @@ def _wait_for_cleaning(bootstrap: str, topic: str, total: int, timeout: float = 
         if time.monotonic() > deadline:
             pytest.fail(f"the log cleaner did not compact {topic} within {timeout:.0f} s")
         time.sleep(2)
+
+
+def test_a_log_start_moved_by_delete_records_under_a_running_query(spark, bootstrap_servers, topic_factory,
+                                                                   tmp_path):
+    """Records already read are deleted (the log start moves up to the query's position) while
+    the query runs: the index's by-time answers no longer see them; nothing else changes."""
+    register(spark)
+    topic = topic_factory(3)
+    records = spans(SPANS, 400)
+    produce(bootstrap_servers, topic, records)
+    rows: dict[int, list] = {}
+
+    def sink(frame, batch_id):
+        rows[batch_id] = [(r.partition, r.offset, int(r.timestamp.timestamp() * 1000))
+                          for r in frame.select("partition", "offset", "timestamp").collect()]
+
+    query = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap_servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "100").load().writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 120
+        while len(rows) < 3:
+            assert query.exception() is None and time.monotonic() < deadline, "no three batches"
+            time.sleep(0.2)
+        taken = [row for batch in list(rows.values()) for row in batch]
+        moved = {p: max(o for q, o, _ in taken if q == p) + 1 for p in {q for q, _, _ in taken}}
+        admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+        for future in admin.delete_records([TopicPartition(topic, p, o) for p, o in moved.items()]).values():
+            future.result(30)
+        while sum(len(batch) for batch in list(rows.values())) < len(records):
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline + 120, "the query did not read every record"
+            time.sleep(0.3)
+    finally:
+        query.stop()
+    assert_every_record_once(rows, len(records))
+    assert_never_behind_stream_time(rows)

@@ -41,7 +41,7 @@ def tp(partition: int) -> TopicPartition:
     return TopicPartition("t", partition)
 
 
-RECORD, MARKER, ABORTED = "record", "marker", "aborted"
+RECORD, MARKER, ABORTED, COMPACTED = "record", "marker", "aborted", "compacted"
 
 
 @dataclass
@@ -53,14 +53,15 @@ class ModelLog:
     included; a marker carries the broker's clock when the transaction ended
     (``MemoryRecords.withEndTransactionMarker``). A consumer reads records, and aborted ones
     only under read_uncommitted (``Fetcher``/librdkafka drop control batches, and aborted
-    batches under read_committed)."""
+    batches under read_committed). A COMPACTED offset holds nothing at all after the log
+    cleaner ran (an offset gap): its timestamp is given as -1, which no look-up matches."""
 
     timestamps: list[int]
     readable: Optional[int] = None
     """Readable end (high watermark, or LSO), counted from the log start; None: every entry."""
     log_start: int = 0
     kinds: Optional[list[str]] = None
-    """Per entry RECORD, MARKER or ABORTED; None: all records."""
+    """Per entry RECORD, MARKER, ABORTED or COMPACTED; None: all records."""
 
     @property
     def end(self) -> int:
@@ -192,10 +193,11 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, partitions:
         if transactional:
             # Markers carry the broker's clock at commit: mostly newer than the records (a
             # backfill of old event times), sometimes among them (a live stream).
-            kinds = [draw(st.sampled_from([RECORD, RECORD, MARKER, ABORTED])) for _ in timestamps]
+            kinds = [draw(st.sampled_from([RECORD, RECORD, MARKER, ABORTED, COMPACTED])) for _ in timestamps]
             timestamps = [draw(st.integers(40, 90)) if kind == MARKER and draw(st.booleans()) else ts
                           for kind, ts in zip(kinds, timestamps)]
-            timestamps = [max(ts, 0) if kind == MARKER else ts for kind, ts in zip(kinds, timestamps)]
+            timestamps = [max(ts, 0) if kind == MARKER else NO_TIMESTAMP if kind == COMPACTED else ts
+                          for kind, ts in zip(kinds, timestamps)]
         log = ModelLog(timestamps, readable, log_start, kinds)
         start = log_start if in_order_from_start else draw(st.integers(log_start, log.end))
         emitted = [ts for offset, ts in enumerate(timestamps[: start - log_start], log_start)
@@ -268,8 +270,9 @@ def assert_same_records(scenario: dict, index_cut: Cut, fetch_cut: Cut) -> None:
 @given(scenario=scenarios(transactional=True))
 def test_on_transactional_logs_the_index_cut_holds_the_fetch_cuts_records_or_says_it_cannot(scenario):
     """Transaction markers (stamped with the broker's clock) and aborted records are entries
-    of the index but not records a consumer reads: the cut must hold the records the fetch
-    path's does. Synchronized, maxOffsetsPerTrigger counts offsets on the index path and
+    of the index but not records a consumer reads, and compaction leaves offsets with nothing:
+    the cut must hold the records the fetch path's does (log starts above 0 and out-of-order
+    records are drawn as in the other properties). Synchronized, maxOffsetsPerTrigger counts offsets on the index path and
     records on the fetch path, so there the fetch path is given the number of records the index
     cut took: with distinct timestamps, the first N records in processing order are one set.
     (With max.task.idle.ms=-1 both split offsets as format("kafka") does.)"""
