@@ -68,6 +68,9 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1 never pass a limit
 
 logger = logging.getLogger(__name__)
 
+_MOST_FETCH_BATCHES = 64
+"""The longest run of fetch-path batches before the time index is asked again."""
+
 
 def wall_clock_ms() -> int:
     """max.task.idle.ms is wall-clock time (KIP-353), not event time."""
@@ -89,8 +92,14 @@ class SyncDriver:
                 give_up_after_ms=options.poll_timeout_ms,
             ))
         )
-        self._fetch_until_batch = False
-        """After the index could not answer: plan from fetched records until a batch is cut."""
+        self._fetch_batches = 0
+        """After the index could not answer: batches to plan from fetched records before the
+        index is asked again."""
+        self._fallbacks_in_a_row = 0
+        """Index answers the cut could not use, without an index-planned batch in between: a
+        topic whose transaction markers decide every answer (a transactional backfill) is
+        asked again after 1, 2, 4 ... up to ``_MOST_FETCH_BATCHES`` batches, not at every
+        trigger, whose rounds of look-ups and checks it would only pay for again."""
         self._fallbacks_logged: set[tuple[TopicPartition, str]] = set()
         self.planning: Optional[str] = None
         """The path that planned the latest decision: ``timeIndex`` or ``fetch``."""
@@ -222,7 +231,7 @@ class SyncDriver:
             late_records_total=start.late_records_total + late,
         )
         if self.planning == PLANNING_FETCH:
-            self._fetch_until_batch = False
+            self._fetch_batches = max(0, self._fetch_batches - 1)
             self._fetcher.position_at({tp: end.partitions[tp].next_offset for tp in fetching})  # type: ignore[union-attr]
         self.emit_event_time_lag_ms = emit_event_time_lag_ms(self._clock(), end.stream_time)
         return end
@@ -234,7 +243,7 @@ class SyncDriver:
         """The cut from the brokers' time index, ``_DELAYED``, or None where the index cannot
         answer (``planningMode=auto``: the fetch path plans this batch, the reason is logged
         once per partition and reason)."""
-        if self._time_index is None or self._fetch_until_batch:
+        if self._time_index is None or self._fetch_batches:
             return None
         try:
             indexed = self._time_index.observe(start, stop_offsets)
@@ -255,11 +264,12 @@ class SyncDriver:
                 raise
             # A bounded run has its own, more precise verdict on a cluster it cannot read
             # (AvailableNowRun.next_offset: the partitions, their offsets, the poll timeout).
-            self._fetch_until_batch = False
+            self._fetch_batches = 0
             return None
         if self._fetcher is not None:
             self._fetcher.position_at({})  # the driver stops fetching records
         self.planning = PLANNING_TIME_INDEX
+        self._fallbacks_in_a_row = 0
         return cut, states
 
     def _fall_back(self, cannot: IndexCannotAnswer) -> None:
@@ -271,7 +281,9 @@ class SyncDriver:
             )
         # A failed look-up is asked again at the next trigger (until kafkaConsumer.pollTimeoutMs,
         # see TimeIndexReader); an answer the cut cannot use waits for a fetched batch.
-        self._fetch_until_batch = not cannot.lookup_failed
+        if not cannot.lookup_failed:
+            self._fallbacks_in_a_row += 1
+            self._fetch_batches = min(2 ** (self._fallbacks_in_a_row - 1), _MOST_FETCH_BATCHES)
         # Once per partition and kind of reason; partitions with the same reason share a line,
         # so that a cluster which cannot answer at all (a broker before Kafka 3.0 has no
         # max-timestamp look-up) says so once, not once per partition.

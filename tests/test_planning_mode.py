@@ -126,3 +126,27 @@ def test_planning_mode_must_be_one_of_three():
     with pytest.raises(KafkaSyncOptionError, match="'planningMode' must be one of auto, timeIndex, fetch; got 'index'"):
         parse_options({"kafka.bootstrap.servers": "x:1", "subscribe": "t", "planningMode": "index"},
                       streaming=True)
+
+
+def test_auto_asks_the_index_again_after_1_2_4_8_batches_planned_from_fetched_timestamps(kafka_cluster, topic_factory):
+    """On a cluster whose index never answers, the look-ups are not paid for at every trigger:
+    of 20 rate-limited batches, the index is asked before the 1st, 2nd, 4th, 8th and 16th."""
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(80)])
+    reader = reader_for(kafka_cluster, topic, maxOffsetsPerTrigger=4)
+    asked_at = []
+    try:
+        start = reader.initialOffset()
+        index = reader._sync_driver()._time_index.reader
+        for batch in range(1, 21):
+            rounds = index.rounds
+            deadline = time.monotonic() + 30
+            while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) == start:
+                assert time.monotonic() < deadline, f"no batch {batch}"
+                time.sleep(0.05)
+            if index.rounds > rounds:
+                asked_at.append(batch)
+            start = end
+    finally:
+        reader.stop()
+    assert asked_at == [1, 2, 4, 8, 16]
