@@ -124,14 +124,17 @@ def test_include_headers_gives_format_kafkas_headers(format_kafka, bootstrap_ser
         producer.produce(topic, value=b"v", partition=0, timestamp=BASE_TS + i,
                          headers=[("trace", f"t{i}".encode()), ("empty", b""), ("trace", b"again")],
                          on_delivery=lambda err, msg: delivered.append(err))
+    producer.produce(topic, value=b"v", partition=0, timestamp=BASE_TS + 5,  # no headers: null in both
+                     on_delivery=lambda err, msg: delivered.append(err))
     producer.flush(30)
-    assert delivered == [None] * 5
+    assert delivered == [None] * 6
 
     def headers(source: str) -> list:
         frame = (format_kafka.read.format(source).option("kafka.bootstrap.servers", bootstrap_servers)
                  .option("subscribe", topic).option("includeHeaders", "true").load())
-        return [(row.offset, [(h.key, bytes(h.value) if h.value is not None else None) for h in row.headers])
+        return [(row.offset, None if row.headers is None else
+                 [(h.key, bytes(h.value) if h.value is not None else None) for h in row.headers])
                 for row in frame.orderBy("offset").collect()]
 
     kafka = headers("kafka")
-    assert len(kafka) == 5 and headers("kafkasync") == kafka
+    assert len(kafka) == 6 and kafka[5][1] is None and headers("kafkasync") == kafka
