@@ -62,6 +62,13 @@ _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTE
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
 v0): the planning falls back to the fetch path instead of retrying."""
+_LEADER_MOVED = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+                           KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+"""Answers that say the client's idea of a partition's leader is stale. librdkafka's admin
+ListOffsets (confluent-kafka 2.x) sends the leader epoch of its metadata cache and did not
+refresh it after a rolling restart of three Kafka 4.3 brokers: FENCED_LEADER_EPOCH for every
+request over 120 s (CI, integration/test_three_brokers.py). Kafka's Java client refreshes its
+metadata on these errors before asking again (KAFKA-9535); the reader renews its client."""
 
 _REMEMBERED_RECORDS = 100_000
 """Answers of :meth:`TimeIndexReader.first_records` kept (oldest dropped first)."""
@@ -153,7 +160,8 @@ class TimeIndexReader:
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
-        self._admin = AdminClient(non_consumer_settings(client_config))
+        self._admin_settings = non_consumer_settings(client_config)
+        self._admin = AdminClient(self._admin_settings)
         self._retries = 0 if fall_back_on_failure else retries
         self._fall_back_on_failure = fall_back_on_failure
         self._give_up_after_s = give_up_after_ms / 1000
@@ -168,6 +176,8 @@ class TimeIndexReader:
         """Rounds of fetches that checked an answer's entry (:meth:`first_records`)."""
         self.partitions_asked = 0
         """Partitions asked over those rounds: what the driver's per-partition work scales with."""
+        self.renewals = 0
+        """Times the admin client was replaced after answers that its leaders are stale."""
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The readable end of each partition."""
@@ -239,6 +249,7 @@ class TimeIndexReader:
             return {}
         began = time.monotonic()
         attempts = 0
+        renewed = False
         while True:
             attempts += 1
             self.rounds += 1
@@ -247,6 +258,13 @@ class TimeIndexReader:
             if not failures:
                 self._failing_since = None
                 return answers
+            if not renewed and any(error.code() in _LEADER_MOVED for error in failures.values()):
+                # A stale leader is retried at once with fresh metadata, not counted as a
+                # failure: it is what a leader election or a broker restart looks like.
+                renewed = True
+                self._renew_client(failures)
+                attempts -= 1
+                continue
             if self._failing_since is None:
                 self._failing_since = began
             failing_for = time.monotonic() - self._failing_since
@@ -278,6 +296,15 @@ class TimeIndexReader:
             logger.info("kafkasync: reading %s failed for %d partition(s); retrying in %.1f s",
                         what, len(failures), self._retry_interval_s)
             time.sleep(self._retry_interval_s)
+
+    def _renew_client(self, failures: Mapping[TopicPartition, KafkaError]) -> None:
+        """A new admin client asks the brokers for metadata before its first request, so it
+        sends each partition's current leader and epoch."""
+        self.renewals += 1
+        logger.info("kafkasync: ListOffsets found stale leaders (%s); asking again with fresh metadata",
+                    ", ".join(f"{tp.topic}-{tp.partition}: {error.name()}"
+                              for tp, error in sorted(failures.items())[:5]))
+        self._admin = AdminClient(self._admin_settings)
 
     def _list_once(self, specs: Mapping[TopicPartition, int]) -> tuple[
             dict[TopicPartition, Optional[tuple[int, int]]], dict[TopicPartition, KafkaError]]:

@@ -13,6 +13,7 @@ import logging
 import time
 
 import pytest
+from confluent_kafka import KafkaError
 
 from kafkasync_source.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.schema import kafka_schema
@@ -58,6 +59,18 @@ def test_the_embedded_cluster_answers_no_time_look_up(kafka_cluster, backlog):
     assert reader.largest(partitions) == {partitions[0]: None, partitions[1]: None}
     assert reader.first_offsets({partitions[0]: BASE_TS}) == {partitions[0]: None}
     assert reader.rounds == 3
+
+
+def test_a_stale_leader_epoch_is_asked_again_with_fresh_metadata_not_fallen_back_on(kafka_cluster, backlog):
+    """A leader moved (a rolling restart, an election): the broker answers FENCED_LEADER_EPOCH
+    until the client's metadata is fresh. The embedded cluster's error injection answers the
+    next ListOffsets request so; auto asks again at once instead of falling back."""
+    reader = TimeIndexReader({"bootstrap.servers": kafka_cluster.bootstrap_servers}, fall_back_on_failure=True)
+    partitions = [TopicPartition(backlog, 0), TopicPartition(backlog, 1)]
+    assert reader.latest(partitions) == {partitions[0]: 20, partitions[1]: 20}
+    kafka_cluster.push_request_errors(ApiKey.LIST_OFFSETS, KafkaError.FENCED_LEADER_EPOCH)
+    assert reader.latest(partitions) == {partitions[0]: 20, partitions[1]: 20}
+    assert (reader.renewals, reader.rounds) == (1, 3)
 
 
 def test_auto_plans_from_fetched_timestamps_and_says_why_once(kafka_cluster, backlog, caplog):
