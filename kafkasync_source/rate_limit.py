@@ -63,11 +63,14 @@ def proportional_ends(
 
 @dataclass
 class TriggerDelay:
-    """``minOffsetsPerTrigger`` / ``maxTriggerDelay``: Spark's ``delayBatch``, with the clock
-    passed in. Spark restarts its clock (``lastTriggerMillis``) whenever it lets a trigger
-    through, which for its source always has the latest offsets at hand; kafkasync's first
-    triggers often find nothing fetched yet, so the clock restarts when a batch really runs.
-    As in Spark it starts at 0: the first batch is never delayed."""
+    """``minOffsetsPerTrigger`` / ``maxTriggerDelay``: Spark's ``delayBatch``
+    (``KafkaMicroBatchStream``), with the clock passed in. As in Spark the clock starts at 0,
+    so the first trigger is never delayed, and it restarts (``lastTriggerMillis``) at every
+    trigger let through with the offsets at hand. Spark's source always has them; kafkasync's
+    planner may let a trigger through and still cut no batch (records awaiting their
+    partitions' turn, or not fetched yet), so the caller restarts the clock when a batch runs
+    or when a trigger let through had nothing to read — not when records wait, which would
+    hold them for another ``maxTriggerDelay``."""
 
     min_offsets: int
     max_delay_ms: int
@@ -81,7 +84,7 @@ class TriggerDelay:
             and available_offsets < self.min_offsets
         )
 
-    def batch_started(self, now_ms: int) -> None:
+    def restart(self, now_ms: int) -> None:
         self.last_batch_ms = now_ms
 
     def deadline_ms(self) -> int:

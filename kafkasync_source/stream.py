@@ -211,7 +211,7 @@ class SyncDriver:
                 self._horizon.forget()
             return start
         if self._trigger_delay is not None:
-            self._trigger_delay.batch_started(self._clock())
+            self._trigger_delay.restart(self._clock())
         if cut.enforced:
             logger.info(
                 "kafkasync: enforced processing — gave up waiting for idle partition(s) %s "
@@ -351,7 +351,13 @@ class SyncDriver:
             max(0, state.end_offset - state.start)
             for state in states.values() if state.end_offset is not None
         )
-        if not self._trigger_delay.should_delay(available, self._clock()):
+        now = self._clock()
+        if not self._trigger_delay.should_delay(available, now):
+            if available == 0 and all(state.end_offset is not None for state in states.values()):
+                # Let through with nothing to read (a query starting at "latest" or on an empty
+                # topic, a quiet spell): Spark's clock restarts here too, so a trickle that
+                # follows is held until minOffsetsPerTrigger or maxTriggerDelay.
+                self._trigger_delay.restart(now)
             return False
         self.delayed = {
             "option": "minOffsetsPerTrigger",

@@ -28,18 +28,18 @@ def test_proportional_ends_rejects_a_non_positive_limit():
         proportional_ends(0, {"a": 0}, {"a": 1})
 
 
-def test_trigger_delay_never_delays_the_first_batch_like_spark():
+def test_trigger_delay_never_delays_the_first_trigger_like_spark():
     delay = TriggerDelay(min_offsets=100, max_delay_ms=1_000)
     assert not delay.should_delay(available_offsets=1, now_ms=50_000)
 
 
 def test_trigger_delay_holds_until_enough_offsets_or_the_max_delay_since_the_last_batch():
     delay = TriggerDelay(min_offsets=100, max_delay_ms=1_000)
-    delay.batch_started(10_000)
+    delay.restart(10_000)
     assert delay.should_delay(available_offsets=99, now_ms=10_500)
     assert delay.deadline_ms() == 11_000
     assert not delay.should_delay(available_offsets=100, now_ms=10_600)  # enough
     assert delay.should_delay(available_offsets=5, now_ms=10_999)
     assert not delay.should_delay(available_offsets=5, now_ms=11_000)  # max delay passed
-    delay.batch_started(11_000)
+    delay.restart(11_000)
     assert delay.should_delay(available_offsets=5, now_ms=11_001)

@@ -101,3 +101,27 @@ def test_min_offsets_holds_the_batch_and_the_live_report_says_why(kafka_cluster,
         assert records_between(first, next_batch(reader, first, ReadAllAvailable())) == 10
     finally:
         reader.stop()
+
+
+def test_min_offsets_holds_a_trickle_after_a_start_with_nothing_to_read_as_spark_does(kafka_cluster, topic_factory):
+    """Spark restarts its maxTriggerDelay clock at every trigger it lets through, the first
+    included (KafkaMicroBatchStream.delayBatch): a query starting at "latest" lets its first
+    trigger through with nothing to read, and a trickle that follows waits."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"old") for i in range(5)])
+    reader = reader_for(kafka_cluster, topic, startingOffsets="latest",
+                        minOffsetsPerTrigger=1_000, maxTriggerDelay="1h")
+    try:
+        start = reader.initialOffset()
+        deadline = time.monotonic() + 30
+        while reader.reportLatestOffset().get("delayedBy") is None:  # let through, then held
+            assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+            assert time.monotonic() < deadline, reader.reportLatestOffset()
+            time.sleep(0.05)
+        kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"new") for i in range(10)])
+        time.sleep(1.0)  # the fetcher learns the new end offsets
+        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+        assert reader.reportLatestOffset()["delayedBy"]["availableOffsets"] == 10
+        assert records_between(start, next_batch(reader, start, ReadAllAvailable())) == 10
+    finally:
+        reader.stop()
