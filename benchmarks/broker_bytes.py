@@ -1,6 +1,6 @@
 """What reading a backlog once costs a real broker: bytes sent per payload byte, and seconds.
 
-Runs on a real broker (``benchmarks/real_broker.py``: ``KAFKASYNC_BOOTSTRAP``, or Apache
+Runs on a real broker (``testing.local_broker.real_broker``: ``KAFKASYNC_BOOTSTRAP``, or Apache
 Kafka from Maven Central started for the run; one broker: its port is the one sampled). On it,
 a fresh topic of 8 x 50,000 records of 1,000 B (400 MB of values, in-order timestamps near the
 present, ``retention.ms=-1``, every delivery report checked) is read once into the ``noop`` sink
@@ -90,7 +90,7 @@ class BrokerBytesSampler:
 
 def skipped_because(spark: Any) -> Optional[str]:
     if not os.environ.get("KAFKASYNC_BOOTSTRAP"):
-        return "no real broker (benchmarks/real_broker.py)"
+        return "no real broker (kafkasync_source.testing.local_broker.real_broker)"
     if subprocess.run(["ss", "-V"], capture_output=True).returncode != 0:
         return "ss (iproute2) is not installed"
     return None
@@ -235,7 +235,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     conf = {}
     if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
         conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
-    from benchmarks.real_broker import real_broker
+    from kafkasync_source.testing.local_broker import real_broker
 
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:

@@ -32,7 +32,7 @@ import warnings
 from typing import Any, Optional
 
 from benchmarks import async_bench, trigger_cost
-from benchmarks.real_broker import real_broker
+from kafkasync_source.testing.local_broker import real_broker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

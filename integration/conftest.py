@@ -299,23 +299,14 @@ SPARK_CONNECTOR_PROBLEM: list[str] = []
 
 
 def spark_kafka_connector_jars() -> str:
-    """``KAFKASYNC_SPARK_KAFKA_JARS`` (comma-separated), else Spark's Kafka connector at the
-    running PySpark's version from Maven Central; "" (and the reason noted) where neither."""
-    named = os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS", "").strip()
-    if named:
-        return named
-    import pyspark
+    """format("kafka")'s jars for the session's ``spark.jars``; "" (and the reason noted) where
+    there are none (:func:`kafkasync_source.testing.spark.format_kafka_jars`)."""
+    from kafkasync_source.testing.spark import format_kafka_jars
 
-    from kafkasync_source.testing.kafka_dist import maven_spark_kafka_connector
-
-    try:
-        return ",".join(maven_spark_kafka_connector(pyspark.__version__))
-    except RuntimeError as exc:
-        SPARK_CONNECTOR_PROBLEM.append(
-            f"Spark's Kafka connector {pyspark.__version__} cannot be had from Maven Central "
-            f"({str(exc).splitlines()[0][:200]}); `make parity` runs these tests on the newest "
-            "PySpark whose connector is served")
-        return ""
+    jars, problem = format_kafka_jars()
+    if problem:
+        SPARK_CONNECTOR_PROBLEM.append(problem)
+    return jars or ""
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ Apache Kafka 3.7 or newer works (``--add-scram`` needs 3.5+, a static
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Iterator, Mapping, Optional
 
 from kafkasync_source.testing.kafka_dist import KafkaDistribution
 
@@ -288,3 +289,32 @@ class LocalKafkaCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def real_broker() -> Iterator[tuple[Optional[str], Optional[str]]]:
+    """A real Kafka broker for what the embedded cluster cannot show (format("kafka")'s Java
+    client cannot talk to it; broker bytes mean something only on a real broker):
+    ``(bootstrap, None)`` for the block, or ``(None, why there is none)``.
+
+    ``KAFKASYNC_BOOTSTRAP`` names one; else, where Maven and Java 17+ are installed, one is
+    started on loopback from the official Apache Kafka release on Maven Central
+    (``KAFKA_VERSION``, the integration suite's default otherwise) and stopped at the end.
+    While a started broker runs, ``KAFKASYNC_BOOTSTRAP`` names it."""
+    from kafkasync_source.testing.kafka_dist import DEFAULT_KAFKA_VERSION, maven_kafka, maven_problem
+
+    named = os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip()
+    if named:
+        yield named, None
+        return
+    problem = maven_problem()
+    if problem:
+        yield None, f"no real broker: KAFKASYNC_BOOTSTRAP is not set and {problem}"
+        return
+    broker = LocalKafkaBroker(maven_kafka(os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION)).start()
+    os.environ["KAFKASYNC_BOOTSTRAP"] = broker.bootstrap_servers
+    try:
+        yield broker.bootstrap_servers, None
+    finally:
+        os.environ.pop("KAFKASYNC_BOOTSTRAP", None)
+        broker.close()

@@ -75,3 +75,24 @@ def has_format_kafka(spark) -> bool:
         return True
     except Exception:
         return False
+
+
+def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
+    """``(jars, None)``: the comma-separated jars that put Spark's own ``format("kafka")`` on
+    ``spark.jars`` — ``KAFKASYNC_SPARK_KAFKA_JARS``, else Spark's Kafka connector at the running
+    PySpark's version from Maven Central — or ``(None, why not)``. Maven Central serves no
+    connector for some Spark releases (4.3.0): ``make parity`` and ``make bench`` then run
+    format("kafka") in a virtualenv of the newest PySpark whose connector is served."""
+    named = os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS", "").strip()
+    if named:
+        return named, None
+    import pyspark
+
+    from kafkasync_source.testing.kafka_dist import maven_spark_kafka_connector
+
+    try:
+        return ",".join(maven_spark_kafka_connector(pyspark.__version__)), None
+    except RuntimeError as exc:
+        return None, (f"Spark's Kafka connector {pyspark.__version__} cannot be had from Maven Central "
+                      f"({str(exc).splitlines()[0][:200]}); `make parity` runs format(\"kafka\") on the "
+                      "newest PySpark whose connector is served")
