@@ -82,12 +82,16 @@ parity: $(PARITY_STAMP)
 	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
 	  integration/test_format_kafka_parity.py -rs $(PYTEST_ARGS)
 
-bench: $(BENCH_STAMP)
+# Every benchmark, then format("kafka") beside kafkasync in make parity's virtualenv (the same Spark on
+# both sides: Maven Central serves no connector for some releases), into results.json and a picture.
+bench: $(BENCH_STAMP) $(PARITY_STAMP)
 	$(PY) -m benchmarks.run
+	$(PARITY_VENV)/bin/python -m benchmarks.side_by_side --write
 
 # Every benchmark at tiny sizes, asserting each produced its figures (CI runs it).
-bench-smoke: $(BENCH_STAMP)
+bench-smoke: $(BENCH_STAMP) $(PARITY_STAMP)
 	$(PY) -m benchmarks.smoke
+	$(PARITY_VENV)/bin/python -m benchmarks.smoke --side-by-side
 
 # Generated files only; `distclean` also removes the virtualenv.
 clean:

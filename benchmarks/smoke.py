@@ -3,14 +3,16 @@ so that ``make bench`` cannot break unseen again (CI runs ``make bench-smoke``).
 
 The numbers of a smoke run mean nothing; what is checked is that each benchmark runs end to
 end and returns the figures ``make bench`` and the README quote: the planner and driver
-benchmarks on the embedded cluster, and on a real broker (``benchmarks/real_broker.py``) the
-trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
-(``broker_bytes --tiny``, plain and transactional).
+benchmarks on the embedded cluster, and on a real broker (``testing.local_broker.real_broker``)
+the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
+(``broker_bytes --tiny``, plain and transactional). ``--side-by-side`` (run in ``make parity``'s
+virtualenv, where Spark's connector is served) checks ``benchmarks/side_by_side.py`` instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from typing import Any, Callable
@@ -68,8 +70,27 @@ def broker_bytes() -> None:
         spark.stop()
 
 
+def side_by_side() -> int:
+    from benchmarks import side_by_side as benchmark
+
+    figures = benchmark.measure(tiny=True)
+    if "skipped" in figures:
+        print(f"bench-smoke: side by side is not run: {figures['skipped']}", flush=True)
+        return 1 if os.environ.get("KAFKASYNC_REQUIRE_BROKER", "") not in ("", "0") else 0
+    size = next(key for key in figures["trigger_cost"]["broker"] if key.isdigit())
+    figures["trigger"] = figures["trigger_cost"]["broker"][size]
+    _check(f"side by side (Spark {figures['spark_version']})", figures,
+           *(f"backlog.{label}.{figure}" for label in benchmark.LABELS.values()
+             for figure in ("seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss")),
+           "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
+           "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms")
+    return 0
+
+
 def main() -> int:
-    from benchmarks.real_broker import real_broker
+    if sys.argv[1:] == ["--side-by-side"]:
+        return side_by_side()
+    from kafkasync_source.testing.local_broker import real_broker
 
     steps: list[Callable[[], None]] = [planner]
     with real_broker() as (bootstrap, why_not):
