@@ -17,7 +17,7 @@ BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-slow demo integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -81,6 +81,11 @@ parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
 	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
 	  integration/test_format_kafka_parity.py -rs $(PYTEST_ARGS)
+
+# The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
+# make parity's virtualenv (Spark's connector must match the running Spark; see parity).
+demo-real: $(PARITY_STAMP)
+	$(PARITY_VENV)/bin/python -m kafkasync_source.demo --real
 
 # Every benchmark, then format("kafka") beside kafkasync in make parity's virtualenv (the same Spark on
 # both sides: Maven Central serves no connector for some releases), into results.json and a picture.

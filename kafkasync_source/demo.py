@@ -502,6 +502,32 @@ def _summary(results: Sequence[RunResult], ends: Mapping[tuple, int]) -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``--real`` (``make demo-real``): on a real broker with format("kafka") itself third."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments == ["--real"]:
+        return _on_real_kafka()
+    if arguments:
+        print(f"usage: python -m kafkasync_source.demo [--real]; not {' '.join(arguments)}", file=sys.stderr)
+        return 2
+    return _demo()
+
+
+def _on_real_kafka() -> int:
+    """The same runs on Apache Kafka from Maven Central (or ``KAFKASYNC_BOOTSTRAP``), with
+    Spark's connector at the running PySpark's version, so the third run is format("kafka")."""
+    from kafkasync_source.testing.local_broker import real_broker
+    from kafkasync_source.testing.spark import format_kafka_jars
+
+    jars, problem = format_kafka_jars()
+    with real_broker() as (bootstrap, no_broker):
+        if problem or no_broker:
+            print(f"make demo-real: {problem or no_broker}", file=sys.stderr)
+            return 1
+        os.environ["KAFKASYNC_SPARK_KAFKA_JARS"] = jars
+        return _demo()
+
+
+def _demo() -> int:
     wall = time.monotonic()
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
     from kafkasync_source.source import register
