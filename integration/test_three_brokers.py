@@ -37,7 +37,9 @@ BASE_TS = int(time.time() * 1000) - 3_600_000
 
 class AcknowledgingProducer:
     """Writes to every partition until stopped, timestamps rising by 1 ms a record, and keeps
-    what the brokers acknowledged."""
+    what the brokers acknowledged as (partition, timestamp): unique per record. Not the offset:
+    an idempotent producer whose retry the broker answers DUPLICATE_SEQUENCE_NUMBER reports
+    the record delivered without one (librdkafka: offset -1001, None in Python)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.acknowledged: list[tuple[int, int]] = []
@@ -59,7 +61,7 @@ class AcknowledgingProducer:
 
     def _delivered(self, err, msg) -> None:
         if err is None:
-            self.acknowledged.append((msg.partition(), msg.offset()))
+            self.acknowledged.append((msg.partition(), msg.timestamp()[1]))
         else:
             self.failed.append(str(err))
 
@@ -83,8 +85,7 @@ def streaming(spark, bootstrap: str, topic: str, tmp_path, planning_mode: str):
     rows: dict[int, list[tuple[int, int, int]]] = {}
 
     def sink(frame, batch_id):
-        rows[batch_id] = [(r.partition, r.offset, int(r.timestamp.timestamp() * 1000))
-                          for r in frame.select("partition", "offset", "timestamp").collect()]
+        rows[batch_id] = [tuple(r) for r in frame.selectExpr("partition", "offset", "unix_millis(timestamp)").collect()]
 
     query = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", topic).option("startingOffsets", "earliest")
@@ -105,11 +106,22 @@ def wait_for(query, condition, what: str, timeout: float = 180.0) -> None:
 
 def read_every_acknowledged_record_once(query, rows, producer) -> None:
     acknowledged = set(producer.acknowledged)
-    read = lambda: Counter((p, o) for batch in list(rows.values()) for p, o, _ in batch)  # noqa: E731
-    wait_for(query, lambda: acknowledged <= set(read()), "every acknowledged record to be read")
+    read = lambda: Counter((p, ts) for batch in list(rows.values()) for p, _, ts in batch)  # noqa: E731
+    try:
+        # The backlog of a fail-over, read at maxOffsetsPerTrigger: minutes on a busy 2-core machine.
+        wait_for(query, lambda: acknowledged <= set(read()), "every acknowledged record to be read", timeout=300)
+    except AssertionError as timed_out:
+        missing = sorted(acknowledged - set(read()))
+        progress = query.lastProgress
+        raise AssertionError(
+            f"{timed_out}: {len(missing)} of {len(acknowledged)} unread, first {missing[:5]}; "
+            f"batches {len(rows)}; last progress: "
+            f"{progress.sources[0].json if progress else None}") from None
     counts = read()
     assert max(counts.values()) == 1, "a record was read twice"
     assert acknowledged <= set(counts)
+    offsets = Counter((p, o) for batch in list(rows.values()) for p, o, _ in batch)
+    assert max(offsets.values()) == 1, "an offset was read twice"
     assert_never_behind_stream_time(rows)
     ends = [json.loads(p.sources[0].endOffset) for p in query.recentProgress if p.numInputRows]
     assert ends and ends[-1]["enforcedProcessingTotal"] == 0
