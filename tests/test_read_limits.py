@@ -125,3 +125,32 @@ def test_min_offsets_holds_a_trickle_after_a_start_with_nothing_to_read_as_spark
         assert records_between(start, next_batch(reader, start, ReadAllAvailable())) == 10
     finally:
         reader.stop()
+
+
+def test_a_batch_let_through_after_being_held_reads_up_to_the_log_ends_known_then(kafka_cluster, topic_factory):
+    """format("kafka") plans a batch let through by minOffsetsPerTrigger up to the latest offsets
+    of that trigger; the log ends seen while the batch was held do not bound it."""
+    topic = topic_factory(2)
+    reader = reader_for(kafka_cluster, topic, minOffsetsPerTrigger=50, maxTriggerDelay="1h")
+    try:
+        start = reader.initialOffset()
+        deadline = time.monotonic() + 30
+
+        def ends_known() -> bool:
+            partitions = reader.reportLatestOffset().get("partitions", {}).get(topic, {})
+            return len(partitions) == 2 and all(p["endOffset"] is not None for p in partitions.values())
+
+        # Let through with nothing to read, the log ends known: the clock restarts.
+        while not ends_known():
+            assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+            assert time.monotonic() < deadline, reader.reportLatestOffset()
+            time.sleep(0.05)
+        kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(20)])
+        time.sleep(1.0)  # the fetcher learns the new end offsets
+        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # held
+        assert reader.reportLatestOffset()["delayedBy"]["availableOffsets"] == 20
+        kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + 20 + i, None, b"v") for i in range(40)])
+        time.sleep(1.0)
+        assert records_between(start, next_batch(reader, start, reader.getDefaultReadLimit())) == 60
+    finally:
+        reader.stop()
