@@ -120,6 +120,9 @@ class SyncDriver:
         self._next_discovery_ms = clock() + options.partition_discovery_interval_ms
         self.last_cut: Optional[Cut] = None
         self.last_states: dict[TopicPartition, PartitionState] = {}
+        self._known_ends: dict[TopicPartition, int] = {}
+        """Each partition's largest log end seen: a trigger whose look-up failed (a topic
+        being deleted) knows none, and must not make a read-to-its-end partition look unread."""
         self.available_now: Optional[AvailableNowRun] = None
         """Set by prepareForTriggerAvailableNow(): this query runs as one bounded run."""
         self.emit_event_time_lag_ms: Optional[int] = None
@@ -204,6 +207,7 @@ class SyncDriver:
         cut, states = planned
         self._idle_since = dict(cut.idle_since)
         self.last_cut, self.last_states = cut, states
+        self._remember_ends(states)
         if not cut.has_batch:
             if not any(d.status in _AWAITING_FETCH for d in cut.partitions.values()):
                 # Nothing to read below the captured log ends: planning begins anew at the next
@@ -339,6 +343,7 @@ class SyncDriver:
         if read_all or stop_offsets is not None or not self._delay_batch(states):
             return False
         self.last_cut, self.last_states = None, dict(states)
+        self._remember_ends(states)
         # A held trigger begins no batch: the batch let through later is planned up to the log
         # ends known then, as format("kafka")'s is, not up to those captured while it waited.
         self._horizon.forget()
@@ -410,18 +415,25 @@ class SyncDriver:
             partitions.update({tp: PartitionOffset(marks[tp][0]) for tp in new})
         return partitions
 
+    def _remember_ends(self, states: Mapping[TopicPartition, PartitionState]) -> None:
+        for tp, state in states.items():
+            if state.end_offset is not None and state.end_offset > self._known_ends.get(tp, -1):
+                self._known_ends[tp] = state.end_offset
+
     def _report_gone(self, start: SyncOffset, gone: list[TopicPartition]) -> None:
-        """Deleted partitions leave the offsets. As format("kafka") does (KafkaMicroBatchStream
-        .planInputPartitions: "... are gone. Some data may have been missed", through
-        reportDataLoss), that is data loss — unless every record of theirs had been read,
-        which kafkasync knows from the log end it last saw."""
+        """Deleted partitions leave the offsets; their unread records are data loss
+        (failOnDataLoss) — unless every record of theirs had been read, which kafkasync knows
+        from the largest log end it saw. format("kafka") with ``subscribe`` fails the query
+        here whatever failOnDataLoss says: its look-up of the latest offsets raises
+        UnknownTopicOrPartitionException (seen beside Spark 4.2.0 in
+        integration/test_format_kafka_parity.py)."""
         unread = []
         for tp in gone:
-            state = self.last_states.get(tp)
+            end = self._known_ends.get(tp)
             next_offset = start.partitions[tp].next_offset
-            if state is None or state.end_offset is None or next_offset < state.end_offset:
-                end = "unknown" if state is None or state.end_offset is None else state.end_offset
-                unread.append(f"{tp.topic}-{tp.partition} (next offset {next_offset}, log end {end})")
+            if end is None or next_offset < end:
+                unread.append(f"{tp.topic}-{tp.partition} (next offset {next_offset}, "
+                              f"log end {'unknown' if end is None else end})")
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in gone)
         if not unread:
             logger.info("kafkasync: partition(s) %s were deleted after being read to their end; "
