@@ -9,17 +9,24 @@ a virtualenv of the newest PySpark whose connector is served.
 
 What must agree (README, "Option parity with format("kafka")"): with ``max.task.idle.ms=-1``
 and ``maxOffsetsPerTrigger`` kafkasync cuts the batches Spark's proportional split cuts
-(``KafkaMicroBatchStream.rateLimit``), and ``startingTimestamp`` starts every partition at the
-offset ``format("kafka")`` starts it at.
+(``KafkaMicroBatchStream.rateLimit``); ``startingTimestamp`` starts every partition at the
+offset ``format("kafka")`` starts it at; batch reads between offsets or times return the same
+rows; ``includeHeaders`` gives the same headers; ``minOffsetsPerTrigger``/``maxTriggerDelay``
+hold batches back alike (``delayBatch``). Where they differ, on purpose (README, the
+``failOnDataLoss`` row): a subscribed topic deleted under a running query fails format("kafka")
+whatever failOnDataLoss says, and kafkasync only where unread records were lost.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import pytest
+
+from pyspark.errors import StreamingQueryException
 
 from conftest import SPARK_CONNECTOR_PROBLEM
 from kafkasync_source.source import register
@@ -138,3 +145,124 @@ def test_include_headers_gives_format_kafkas_headers(format_kafka, bootstrap_ser
 
     kafka = headers("kafka")
     assert len(kafka) == 6 and kafka[5][1] is None and headers("kafkasync") == kafka
+
+
+class BatchLog:
+    """A streaming query of either source into foreachBatch, keeping (seconds since start,
+    rows) per batch that had rows."""
+
+    def __init__(self, spark, source: str, bootstrap: str, topic: str, checkpoint, **options) -> None:
+        self.began = time.monotonic()
+        self.batches: list[tuple[float, int]] = []
+        self._lock = threading.Lock()
+        reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest"))
+        for key, value in options.items():
+            reader = reader.option(key, str(value))
+        self.query = (reader.load().writeStream.foreachBatch(self._sink)
+                      .option("checkpointLocation", str(checkpoint))
+                      .trigger(processingTime="500 milliseconds").start())
+
+    def _sink(self, frame, batch_id) -> None:
+        rows = frame.count()
+        if rows:
+            with self._lock:
+                self.batches.append((time.monotonic() - self.began, rows))
+
+    def rows(self) -> list[int]:
+        with self._lock:
+            return [rows for _, rows in self.batches]
+
+    def wait(self, condition, what: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition(self):
+            assert self.query.exception() is None, f"{what}: {self.query.exception()}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.batches}"
+            time.sleep(0.2)
+
+
+def test_min_offsets_and_max_trigger_delay_hold_batches_back_as_format_kafka_does(
+    format_kafka, bootstrap_servers, topic_factory, tmp_path
+):
+    """Spark's delayBatch: the first trigger is let through (here with nothing to read) and
+    restarts the clock; then fewer than minOffsetsPerTrigger new offsets wait until
+    maxTriggerDelay has passed since the last trigger let through."""
+    topic = topic_factory(2)
+    options = {"minOffsetsPerTrigger": 50, "maxTriggerDelay": "20s"}
+    logs = {"kafka": BatchLog(format_kafka, "kafka", bootstrap_servers, topic, tmp_path / "kafka", **options),
+            "kafkasync": BatchLog(format_kafka, "kafkasync", bootstrap_servers, topic, tmp_path / "kafkasync",
+                                  **options, **{"max.task.idle.ms": -1})}
+    try:
+        for log in logs.values():
+            log.wait(lambda log: log.query.lastProgress is not None, "a first trigger")
+        time.sleep(2)
+        sent = 0
+
+        def send(count: int) -> None:
+            nonlocal sent
+            produce(bootstrap_servers, topic, [(i % 2, BASE_TS + sent + i, b"v") for i in range(count)])
+            sent += count
+
+        send(20)
+        time.sleep(6)
+        assert {name: log.rows() for name, log in logs.items()} == {"kafka": [], "kafkasync": []}, \
+            "20 < 50 new offsets, 6 s < maxTriggerDelay: both hold the batch"
+        send(40)
+        for log in logs.values():
+            log.wait(lambda log: sum(log.rows()) >= 60, "the 60 offsets")
+        send(5)
+        for log in logs.values():
+            log.wait(lambda log: sum(log.rows()) >= 65, "the 5 offsets after maxTriggerDelay")
+        assert {name: log.rows() for name, log in logs.items()} == {"kafka": [60, 5], "kafkasync": [60, 5]}
+        for name, log in logs.items():
+            held = log.batches[1][0] - log.batches[0][0]
+            assert 15 <= held <= 45, f"{name}: the 5 offsets ran {held:.1f} s after the 60, not ~20 s"
+    finally:
+        for log in logs.values():
+            log.query.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+@pytest.mark.parametrize("read_to_its_end", [False, True])
+def test_a_topic_deleted_under_running_queries(format_kafka, bootstrap_servers, admin, topic_factory, tmp_path,
+                                               fail_on_data_loss, read_to_its_end):
+    """A subscribed topic deleted under running queries. format("kafka") fails whatever
+    failOnDataLoss says: its look-up of the latest offsets describes the subscribed topics
+    (``SubscribeStrategy``), and a topic that no longer exists raises
+    UnknownTopicOrPartitionException (Spark 4.2.0 beside Kafka 4.3.1). kafkasync follows
+    failOnDataLoss: true fails naming the partitions whose records were unread, false drops
+    them and reads on; a topic read to its end and then deleted lost nothing, so it runs on."""
+    doomed, kept = topic_factory(2), topic_factory(1)
+    produce(bootstrap_servers, doomed, [(i % 2, BASE_TS + i, b"d") for i in range(400)])
+    produce(bootstrap_servers, kept, [(0, BASE_TS + i, b"k") for i in range(10)])
+    options = {"failOnDataLoss": str(fail_on_data_loss).lower(), "partitionDiscoveryIntervalMs": 500}
+    if not read_to_its_end:
+        options["maxOffsetsPerTrigger"] = 20  # 400 records: most stay unread at the deletion
+    logs = {source: BatchLog(format_kafka, source, bootstrap_servers, f"{doomed},{kept}", tmp_path / source,
+                             **options, **({"max.task.idle.ms": -1} if source == "kafkasync" else {}))
+            for source in ("kafka", "kafkasync")}
+    try:
+        for log in logs.values():
+            log.wait(lambda log: sum(log.rows()) >= (410 if read_to_its_end else 40), "records read")
+        admin.delete_topics([doomed], operation_timeout=30)[doomed].result(30)
+        deadline = time.monotonic() + 20  # both notice within a few triggers
+        while time.monotonic() < deadline and not all(log.query.exception() for log in logs.values()):
+            time.sleep(0.5)
+        outcome, errors = {}, {}
+        for name, log in logs.items():
+            failure = log.query.exception()
+            outcome[name] = "runs" if failure is None else "fails"
+            errors[name] = str(failure)[:1500]
+            assert failure is None or doomed in str(failure), f"{name}'s error names no partition of {doomed}"
+        running = {name: sum(log.rows()) for name, log in logs.items() if outcome[name] == "runs"}
+        produce(bootstrap_servers, kept, [(0, BASE_TS + 1_000 + i, b"k") for i in range(5)])
+        for name, read in running.items():
+            logs[name].wait(lambda log: sum(log.rows()) >= read + 5, f"{name} to read on after the deletion")
+        expected_kafka = "fails"
+        if not fail_on_data_loss:
+            assert "UnknownTopicOrPartition" in errors["kafka"], errors["kafka"]
+        expected_kafkasync = "fails" if fail_on_data_loss and not read_to_its_end else "runs"
+        assert outcome == {"kafka": expected_kafka, "kafkasync": expected_kafkasync}, errors
+    finally:
+        for log in logs.values():
+            log.query.stop()
