@@ -14,10 +14,11 @@ EDITABLE := --config-settings editable_mode=compat -e
 # Re-install only when the dependency declarations change.
 STAMP       := $(VENV)/.kafkasync-test.stamp
 BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
+LINT_STAMP  := $(VENV)/.kafkasync-lint.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv lint test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -40,6 +41,15 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 $(BENCH_STAMP): pyproject.toml constraints.txt $(STAMP)
 	$(PIP_INSTALL) $(EDITABLE) '.[test,bench]'
 	@touch $@
+
+$(LINT_STAMP): pyproject.toml constraints.txt $(STAMP)
+	$(PIP_INSTALL) $(EDITABLE) '.[test,lint]'
+	@touch $@
+
+# ruff and mypy on the package, configured in pyproject.toml (CI runs it).
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check kafkasync_source
+	$(VENV)/bin/mypy
 
 test: venv
 	@echo "make test: skipping tests marked 'slow' (soak/long runs); run them with 'make test-slow'."

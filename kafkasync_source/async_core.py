@@ -30,8 +30,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Hashable, List, NamedTuple, Optional,
-                    Sequence)
+from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Hashable, List, NamedTuple, Optional, Sequence
 
 from kafkasync_source.async_metrics import AsyncCounters
 
@@ -225,7 +224,7 @@ class AsyncMapper:
                 capacity = self._config.max_in_flight + len(rows)
                 for row_no, values in enumerate(rows):
                     item = _Item(batch_no, row_no, self._admitted, values)
-                    if self._config.ordering == "key":
+                    if self._config.ordering == "key" and self._config.key is not None:
                         item.key = _hashable(values.get(self._config.key))
                     while self._window >= capacity or (
                             self._running >= self._config.max_in_flight and not self._waits_for_key(item)):

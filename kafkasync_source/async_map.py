@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Dict, Iterator, List, Optional, Union
 
 from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
@@ -108,7 +108,7 @@ def _check_arguments(df, fn, max_in_flight, timeout, retry, ordering, key, on_fa
 
 
 def _is_coroutine_function(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or (callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
 
 
 class _TaskRunner:
@@ -210,7 +210,7 @@ async def _started(mapper: AsyncMapper) -> None:
     mapper.start()
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, coroutine: Awaitable[Any]) -> Any:
+def _on_loop(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) -> Any:
     """Run ``coroutine`` on the helper thread's loop and wait for its result here."""
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 

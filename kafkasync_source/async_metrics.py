@@ -272,9 +272,11 @@ def _is_connect(obj: Any) -> bool:
 def _observation_for(df: Any, name: str) -> Any:
     """Spark's ``Observation`` of ``df``'s kind (Connect has its own class)."""
     if _is_connect(df):
-        from pyspark.sql.connect.observation import Observation
-    else:
-        from pyspark.sql import Observation
+        from pyspark.sql.connect.observation import Observation as ConnectObservation
+
+        return ConnectObservation(name)
+    from pyspark.sql import Observation
+
     return Observation(name)
 
 

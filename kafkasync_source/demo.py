@@ -248,7 +248,7 @@ def batch_table(batches: Sequence[Batch], drops: Sequence[Mapping[str, int]], li
     head = "  batch " + "".join(f"{n:>{width + 1}}" for n in names)
     head += "  stream time  watermark   rows  dropped"
     lines = [head]
-    shown = list(zip(batches, drops))
+    shown: list[Optional[tuple[Batch, Mapping[str, int]]]] = list(zip(batches, drops))
     if len(shown) > limit:
         shown = shown[: limit - 1] + [None] + shown[-1:]
     for item in shown:
@@ -495,7 +495,8 @@ def _summary(results: Sequence[RunResult], ends: Mapping[tuple, int]) -> bool:
         problems.append("expected no drops with kafkasync's default and drops with -1")
     if len(books) == 3:
         same = books[1].dropped == books[2].dropped and books[1].batches == books[2].batches
-        print(f"kafkasync -1 and format(\"kafka\") {'cut the same batches and drop the same records' if same else 'differ: see the tables above'}.")
+        verdict = "cut the same batches and drop the same records" if same else "differ: see the tables above"
+        print(f"kafkasync -1 and format(\"kafka\") {verdict}.")
     for problem in problems:
         print(f"WARNING: {problem}")
     return not problems
@@ -520,7 +521,7 @@ def _on_real_kafka() -> int:
 
     jars, problem = format_kafka_jars()
     with real_broker() as (bootstrap, no_broker):
-        if problem or no_broker:
+        if jars is None or bootstrap is None:
             print(f"make demo-real: {problem or no_broker}", file=sys.stderr)
             return 1
         os.environ["KAFKASYNC_SPARK_KAFKA_JARS"] = jars

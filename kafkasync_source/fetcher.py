@@ -232,7 +232,8 @@ class DriverFetcher:
         # start is served), which leaves the partition stopped for good: librdkafka logs "Not
         # resuming stopped ..." and "received outdated op FETCH_START", and no record of it
         # ever arrives again (librdkafka #5591; reproduced here under bench load).
-        paused, fetching = [], []
+        paused: list[KafkaTopicPartition] = []
+        fetching: list[KafkaTopicPartition] = []
         for tp, buffer in self._buffers.items():
             buffer.overflowed = False
             (paused if buffer.paused else fetching).append(KafkaTopicPartition(tp.topic, tp.partition))

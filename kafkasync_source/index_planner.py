@@ -507,9 +507,12 @@ def plan_from_index(
         bound = min(bounds) if bounds else None
         cut = [tp for tp in ready if bound is not None and maxima[tp] > bound]
         ends = {tp: windows[tp].end for tp in ready}
-        ends.update(index.ends_at({tp: bound + 1 for tp in cut}, "the stream time") if cut else {})
-        checks = {tp: (ends[tp], bound + 1) for tp in cut if bound is not None}
-        times = {tp: maxima[tp] if ends[tp] == windows[tp].end else bound for tp in ready}
+        checks: dict[TopicPartition, tuple[int, int]] = {}
+        if bound is not None and cut:
+            ends.update(index.ends_at({tp: bound + 1 for tp in cut}, "the stream time"))
+            checks = {tp: (ends[tp], bound + 1) for tp in cut}
+        # A partition whose end moved below its window's is a cut one: below the bound.
+        times = {tp: maxima[tp] if ends[tp] == windows[tp].end or bound is None else bound for tp in ready}
         if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
             top = bound if bound is not None else max(maxima[tp] for tp in ready)
             limited, levels, checks = _rate_limited(ends, windows, top, limits, index)

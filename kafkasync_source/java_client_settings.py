@@ -17,7 +17,6 @@ Messages name keys, never values: a JAAS line, a password or a PEM is a secret.
 from __future__ import annotations
 
 import re
-from typing import Mapping
 
 _CA = "'kafka.ssl.ca.location' (a PEM file or directory) or 'kafka.ssl.ca.pem' (PEM text)"
 _TRUSTSTORE = (

@@ -95,7 +95,8 @@ class KnownFirstOffsets:
             if tp in positions:
                 answers.forget_before(positions[tp])
 
-        def first_offsets_remembered(times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        def first_offsets_remembered(
+                times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
             found: dict[TopicPartition, Optional[tuple[int, int]]] = {}
             asking: dict[TopicPartition, int] = {}
             for tp, time in times.items():

@@ -235,6 +235,7 @@ def metrics_from_progress(
             else int(start.get("enforcedProcessingTotal", enforced_total))
         )
         partitions = _partitions(latest)
+        behind = offsets_behind_latest(p.lag for p in partitions.values())
         found.append(
             SyncMetrics(
                 query_id=str(progress.get("id")),
@@ -253,9 +254,8 @@ def metrics_from_progress(
                     for w in latest.get("waitingOn", [])
                 ),
                 given_up=tuple(_parse_name(name) for name in latest.get("givenUp", [])),
-                offsets_behind_latest=tuple(
-                    offsets_behind_latest(p.lag for p in partitions.values()).values()
-                ),
+                offsets_behind_latest=(behind["minOffsetsBehindLatest"], behind["maxOffsetsBehindLatest"],
+                                       behind["avgOffsetsBehindLatest"]),
                 pending_records=_optional(pending_records([p.lag for p in partitions.values()])),
                 emit_event_time_lag_ms=_optional(latest.get("emitEventTimeLagMs", _UNKNOWN)),
                 watermark_lag_ms=watermark_lag_ms(progress),

@@ -189,7 +189,7 @@ class OffsetReader:
             try:
                 result[tp] = self._retrying(
                     f"the offsets of {tp.topic}-{tp.partition}",
-                    lambda: self._watermarks_read_twice(kafka_tp),
+                    lambda kafka_tp=kafka_tp: self._watermarks_read_twice(kafka_tp),
                 )
             except KafkaException as err:
                 raise KafkaException(

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Union, overload
 
 from kafkasync_source.java_client_settings import (
     JavaClientSettingError,
@@ -627,9 +627,7 @@ def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) 
 def _positive_int(
     lowered: Mapping[str, str], key: str, default: int, *, display: Optional[str] = None
 ) -> int:
-    number = _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
-    assert number is not None
-    return number
+    return _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
 
 
 def _timestamp_options(lowered: Mapping[str, str]) -> TimestampOptions:
@@ -743,6 +741,10 @@ _DURATION_UNITS_MS = {
 }
 
 
+@overload
+def _duration_ms(lowered: Mapping[str, str], key: str, display: str, default: int) -> int: ...
+@overload
+def _duration_ms(lowered: Mapping[str, str], key: str, display: str, default: None) -> Optional[int]: ...
 def _duration_ms(
     lowered: Mapping[str, str], key: str, display: str, default: Optional[int]
 ) -> Optional[int]:
@@ -760,6 +762,12 @@ def _duration_ms(
     return milliseconds
 
 
+@overload
+def _bounded_int(lowered: Mapping[str, str], key: str, default: int, bounds: tuple[int, int],
+                 *, display: Optional[str] = None) -> int: ...
+@overload
+def _bounded_int(lowered: Mapping[str, str], key: str, default: None, bounds: tuple[int, int],
+                 *, display: Optional[str] = None) -> Optional[int]: ...
 def _bounded_int(
     lowered: Mapping[str, str], key: str, default: Optional[int], bounds: tuple[int, int],
     *, display: Optional[str] = None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Optional, TypeVar
+from typing import Hashable, Mapping, TypeVar
 
 __all__ = ["proportional_ends", "TriggerDelay"]
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-
 from typing import Any, Iterator, Optional, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
-from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
@@ -184,6 +183,6 @@ def redact_secret_options(spark: SparkSession) -> None:
     event logs: Spark masks the options that match this session conf (or
     ``spark.redaction.regex``), and nothing else. The user's own pattern is kept."""
     key = "spark.sql.redaction.options.regex"
-    current = spark.conf.get(key)
+    current = spark.conf.get(key) or ""
     if SPARK_OPTIONS_REDACTION_REGEX not in current:
         spark.conf.set(key, f"{current}|{SPARK_OPTIONS_REDACTION_REGEX}" if current else SPARK_OPTIONS_REDACTION_REGEX)

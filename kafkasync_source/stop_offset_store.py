@@ -285,13 +285,15 @@ class StopOffsetStore:
                         )
                     # Ask for what is left: consume() waits out its timeout for fewer.
                     for message in consumer.consume(min(1000, high - position), timeout=0.5):
-                        error = message.error()
+                        error, offset = message.error(), message.offset()
+                        if offset is None:  # a client-level error names no offset
+                            offset = position
                         if error is None:
-                            position = message.offset() + 1
-                            if message.key() == wanted and message.offset() < high:
+                            position = offset + 1
+                            if message.key() == wanted and offset < high:
                                 latest, found = message.value(), True
                         elif error.code() == KafkaError._PARTITION_EOF:
-                            position = max(position, message.offset())
+                            position = max(position, offset)
                         else:
                             raise KafkaSyncAutostopError(
                                 f"kafkasync: cannot read the stop-offset topic {self.topic!r}: "

@@ -37,6 +37,7 @@ from kafkasync_source.bounded_run import (
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
+from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.metrics import emit_event_time_lag_ms, live_report
 from kafkasync_source.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.offsets import PartitionOffset, SyncOffset
@@ -56,10 +57,9 @@ from kafkasync_source.planner import (
     TopicPartition,
     plan_batch,
 )
+from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 from kafkasync_source.rate_limit import TriggerDelay
 from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
-from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
-from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -318,9 +318,10 @@ class SyncDriver:
     ) -> Any:
         """The cut from the records the driver fetched, or ``_DELAYED``."""
         self.planning = PLANNING_FETCH
-        self.fetcher().position_at(fetching)
+        fetcher = self.fetcher()
+        fetcher.position_at(fetching)
         partition_times = {tp: p.partition_time for tp, p in start.partitions.items()}
-        states = self._fetcher.snapshot(partition_times, self._horizon.from_start(start))
+        states = fetcher.snapshot(partition_times, self._horizon.from_start(start))
         if stop_offsets is not None:
             states = bounded_states(start, states, stop_offsets)
         if self._delayed(states, read_all, stop_offsets):
@@ -577,7 +578,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # continue from the last offset handed out, else from startingOffsets. Whether that
         # was Spark's start is only known in partitions(), which checks it.
         legacy = start is None
-        if legacy:
+        if start is None:
             start = self._last_end if self._last_end is not None else self.initialOffset()
         start_offset = SyncOffset.from_json(start)
         driver = self._sync_driver()

@@ -29,12 +29,11 @@ import time
 from concurrent.futures import Future
 from typing import Iterable, Mapping, Optional
 
+import numpy as np
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
-
-import numpy as np
 
 from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.known_answers import KnownFirstOffsets
@@ -113,13 +112,17 @@ class RecordProbe:
             while len(answers) < len(offsets) and time.monotonic() < deadline:
                 answered = []
                 for message in consumer.consume(len(offsets) - len(answers), 0.1):
-                    tp = TopicPartition(message.topic(), message.partition())
+                    topic, partition, offset = message.topic(), message.partition(), message.offset()
+                    if topic is None or partition is None:  # a client-level error: none here
+                        continue
+                    tp = TopicPartition(topic, partition)
                     if tp not in offsets or tp in answers:
                         continue
                     error = message.error()
                     if error is None:
+                        assert offset is not None  # a record read has its offset
                         kind, timestamp = message.timestamp()
-                        answers[tp] = (message.offset(), timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
+                        answers[tp] = (offset, timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         answers[tp] = None
                     else:
@@ -160,7 +163,7 @@ class TimeIndexReader:
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
-        self._admin_settings = non_consumer_settings(client_config)
+        self._admin_settings: dict[str, str | int | float | bool] = {**non_consumer_settings(client_config)}
         self._admin = AdminClient(self._admin_settings)
         self._retries = 0 if fall_back_on_failure else retries
         self._fall_back_on_failure = fall_back_on_failure
@@ -206,7 +209,8 @@ class TimeIndexReader:
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
-    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+    def first_records(
+            self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """:data:`~kafkasync_source.index_planner.FirstRecords`: per partition ``(offset,
         end)``, the first record a consumer of the query's isolation level reads in ``[offset,
         end)`` as ``(offset, timestamp)``, or None. The consumer skips transaction markers

@@ -77,8 +77,11 @@ class LookupService:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        server = self._server
+        assert server is not None, "the service was not started"
+
         async def close() -> None:
-            self._server.close()
+            server.close()
             # Idle keep-alive connections wait for a next request: closing them ends their handlers
             # (cancelling the handlers instead makes asyncio log each one as an error).
             handlers = list(self._handlers.items())
@@ -86,7 +89,7 @@ class LookupService:
                 writer.close()
             if handlers:
                 await asyncio.wait([handler for handler, _ in handlers], timeout=5)
-            await self._server.wait_closed()
+            await server.wait_closed()
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -106,6 +109,7 @@ class LookupService:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Answer requests on one connection until the client closes it (HTTP/1.1 keep-alive)."""
         handler = asyncio.current_task()
+        assert handler is not None  # a connection's handler runs as a task of the server
         self._handlers[handler] = writer
         try:
             while request_line := await reader.readline():

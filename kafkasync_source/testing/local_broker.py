@@ -30,6 +30,7 @@ from typing import Iterator, Mapping, Optional
 
 from kafkasync_source.testing.kafka_dist import KafkaDistribution
 
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))

@@ -219,8 +219,8 @@ class _Handles:
 
     def __init__(self, lib: ctypes.CDLL, rk: int, mcluster: int):
         self.lib = lib
-        self.rk = rk
-        self.mcluster = mcluster
+        self.rk: Optional[int] = rk
+        self.mcluster: Optional[int] = mcluster
 
     def destroy(self) -> None:
         mcluster, rk = self.mcluster, self.rk
@@ -332,9 +332,10 @@ class MockKafkaCluster:
         self._finalizer()  # runs _Handles.destroy exactly once
 
     def _mcluster(self) -> int:
-        if self._closed:
+        mcluster = self._handles.mcluster
+        if self._closed or mcluster is None:
             raise RuntimeError("MockKafkaCluster is closed")
-        return self._handles.mcluster
+        return mcluster
 
     # ----------------------------------------------------------------- clients
 
