@@ -12,8 +12,9 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
    child process), the two sources alternating, ``RUNS`` each (median). Per read: seconds of
    the query (not Spark's start), bytes the broker sent per payload byte
    (:class:`~benchmarks.broker_bytes.BrokerBytesSampler`), and peak RSS (``VmHWM``) of the
-   driver's JVM (in ``local[2]`` it runs the executors' JVM side too) and of the driver's
-   Python process (where kafkasync plans; format("kafka") plans in the JVM).
+   driver's JVM (in ``local[2]`` it runs the executors' JVM side too; format("kafka") plans in
+   it), of the driver's Python process, and of Spark's Python streaming source runner, where
+   kafkasync plans (:class:`SourceRunnerPeak`; none for format("kafka")).
 2. **Latency**: a live stream of 2,000 records/s over 8 partitions for 60 s, read by each
    source in turn (default trigger, ``max.task.idle.ms=0`` for kafkasync): per record, the time
    from its ``CreateTime`` (stamped by the producer) to its batch's ``foreachBatch``, p50/p99.
@@ -78,6 +79,39 @@ def _spark(jars: str):
     return spark
 
 
+class SourceRunnerPeak:
+    """Peak RSS of Spark's Python streaming source runner (``python_streaming_source_runner``),
+    the process a Python data source's driver side runs in, sampled while a query runs: it
+    exits with the query, and ``VmHWM`` can only be read while it lives."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.peak = 0
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "SourceRunnerPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                        if b"python_streaming_source_runner" not in cmdline.read():
+                            continue
+                    self.peak = max(self.peak, _peak_rss_bytes(int(entry)))
+                except (OSError, RuntimeError):  # exited meanwhile
+                    continue
+
+
 def _jvm_pid(spark) -> int:
     """PySpark launches the JVM through spark-submit, which ``exec``s java: same pid."""
     return spark.sparkContext._gateway.proc.pid
@@ -91,14 +125,15 @@ def child_backlog(spark, source: str, bootstrap: str, topic: str, records: int) 
     for key, value in _options(source).items():
         reader = reader.option(key, value)
     started = time.perf_counter()
-    query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
-    query.awaitTermination()
+    with SourceRunnerPeak() as runner:
+        query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
+        query.awaitTermination()
     seconds = time.perf_counter() - started
     rows = sum(p.numInputRows for p in query.recentProgress)
     if rows != records:
         raise RuntimeError(f"{source} read {rows} of {records} records")
     return {"seconds": seconds, "jvm_peak_rss": _peak_rss_bytes(_jvm_pid(spark)),
-            "python_peak_rss": _peak_rss_bytes(os.getpid())}
+            "python_peak_rss": _peak_rss_bytes(os.getpid()), "source_runner_peak_rss": runner.peak}
 
 
 def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float) -> dict[str, Any]:
@@ -284,8 +319,9 @@ def draw(results: dict[str, Any], path: str) -> None:
     panels = [
         ("backlog read once (s)", [back[n]["seconds"] for n in names]),
         ("broker bytes per payload byte", [back[n]["bytes_per_payload_byte"] for n in names]),
-        ("driver peak RSS, JVM + Python (MiB)",
-         [(back[n]["jvm_peak_rss"] + back[n]["python_peak_rss"]) / 2**20 for n in names]),
+        ("driver peak RSS: JVM + Python processes (MiB)",
+         [(back[n]["jvm_peak_rss"] + back[n]["python_peak_rss"] + back[n]["source_runner_peak_rss"]) / 2**20
+          for n in names]),
     ]
     figure, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for axis, (title, values) in zip(axes, panels):
