@@ -328,7 +328,8 @@ def draw(results: dict[str, Any], path: str) -> None:
         axis.bar(names, values, color=colours)
         axis.set_title(title, fontsize=10)
         for x, value in enumerate(values):
-            axis.annotate(f"{value:.2f}" if value < 10 else f"{value:,.0f}", (x, value), ha="center", va="bottom")
+            label = f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+            axis.annotate(label, (x, value), ha="center", va="bottom")
     axis = axes[3]
     width = 0.38
     for offset, quantile in ((-width / 2, "p50_ms"), (width / 2, "p99_ms")):
