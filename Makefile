@@ -15,10 +15,11 @@ EDITABLE := --config-settings editable_mode=compat -e
 STAMP       := $(VENV)/.kafkasync-test.stamp
 BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
 LINT_STAMP  := $(VENV)/.kafkasync-lint.stamp
+RELEASE_STAMP := $(VENV)/.kafkasync-release.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv lint test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv lint release-check test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -46,10 +47,19 @@ $(LINT_STAMP): pyproject.toml constraints.txt $(STAMP)
 	$(PIP_INSTALL) $(EDITABLE) '.[test,lint]'
 	@touch $@
 
+$(RELEASE_STAMP): pyproject.toml constraints.txt $(STAMP)
+	$(PIP_INSTALL) $(EDITABLE) '.[test,release]'
+	@touch $@
+
 # ruff and mypy on the package, configured in pyproject.toml (CI runs it).
 lint: $(LINT_STAMP)
 	$(VENV)/bin/ruff check kafkasync_source
 	$(VENV)/bin/mypy
+
+# The sdist and wheel build and pass twine check; the wheel, installed into a clean virtualenv,
+# reads the embedded cluster through format("kafkasync") from outside the checkout (CI runs it).
+release-check: $(RELEASE_STAMP)
+	$(PY) scripts/release_check.py
 
 test: venv
 	@echo "make test: skipping tests marked 'slow' (soak/long runs); run them with 'make test-slow'."

@@ -3,6 +3,10 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
+__version__ = "0.1.0.dev0"
+"""PEP 440: ``MAJOR.MINOR.PATCH``, with ``.devN`` between releases (CHANGELOG.md). Until 1.0
+a minor release may change options or offsets, and says so in the changelog."""
+
 from kafkasync_source.async_core import Retry
 from kafkasync_source.async_map import async_map
 from kafkasync_source.async_metrics import AsyncMetrics
@@ -17,6 +21,7 @@ __all__ = [
     "PartitionMetrics",
     "Retry",
     "SyncMetrics",
+    "__version__",
     "async_map",
     "read_stop_offsets",
     "register",
