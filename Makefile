@@ -19,7 +19,7 @@ RELEASE_STAMP := $(VENV)/.kafkasync-release.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv lint release-check test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv lint release-check versions test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -88,14 +88,31 @@ integration: venv
 # PySpark whose connector is served, on a broker from Maven Central.
 PARITY_PYSPARK ?= 4.2.0
 PARITY_VENV    := .venv-pyspark$(PARITY_PYSPARK)
-PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-parity.stamp
+PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-test.stamp
+# The newest release of each older PySpark line kafkasync supports (pyproject: pyspark>=4.0).
+SMOKE_PYSPARK  ?= 4.0.5 4.1.4 4.2.1
 
-$(PARITY_STAMP): pyproject.toml constraints.txt | check-tools
-	$(PYTHON) -m venv $(PARITY_VENV)
-	sed 's/^pyspark==.*/pyspark==$(PARITY_PYSPARK)/' constraints.txt > $(PARITY_VENV)/constraints.txt
-	$(PARITY_VENV)/bin/python -m pip install --disable-pip-version-check -q -c $(PARITY_VENV)/constraints.txt \
-	  --config-settings editable_mode=compat -e '.[test]'
-	@touch $@
+# A virtualenv of PySpark $(1) with kafkasync's extras $(2): constraints.txt, PySpark repinned.
+define pyspark_venv
+.venv-pyspark$(1)/.kafkasync-$(or $(2),base).stamp: pyproject.toml constraints.txt | check-tools
+	$(PYTHON) -m venv .venv-pyspark$(1)
+	sed 's/^pyspark==.*/pyspark==$(1)/' constraints.txt > .venv-pyspark$(1)/constraints.txt
+	.venv-pyspark$(1)/bin/python -m pip install --disable-pip-version-check -q \
+	  -c .venv-pyspark$(1)/constraints.txt --config-settings editable_mode=compat -e '.$(if $(2),[$(2)])'
+	@touch $$@
+endef
+$(eval $(call pyspark_venv,$(PARITY_PYSPARK),test))
+$(foreach version,$(filter-out $(PARITY_PYSPARK),$(SMOKE_PYSPARK)),$(eval $(call pyspark_venv,$(version))))
+SMOKE_STAMPS := $(foreach version,$(SMOKE_PYSPARK),.venv-pyspark$(version)/.kafkasync-$(if $(filter $(version),$(PARITY_PYSPARK)),test,base).stamp)
+
+# A quick smoke (stream, restart from its checkpoint, batch read, availableNow) on each older
+# PySpark line, each in its own virtualenv; make test runs the full suite on constraints.txt's.
+versions: $(SMOKE_STAMPS)
+	@status=0; for version in $(SMOKE_PYSPARK); do \
+	  log=$${TMPDIR:-/tmp}/kafkasync-smoke-$$version.log; \
+	  .venv-pyspark$$version/bin/python scripts/pyspark_smoke.py >$$log 2>&1 || status=1; \
+	  grep '^versions:' $$log || { status=1; echo "versions: PySpark $$version: no result, see $$log"; }; \
+	done; exit $$status
 
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
