@@ -3,16 +3,16 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
-__version__ = "0.1.0.dev0"
-"""PEP 440: ``MAJOR.MINOR.PATCH``, with ``.devN`` between releases (CHANGELOG.md). Until 1.0
-a minor release may change options or offsets, and says so in the changelog."""
-
 from kafkasync_source.async_core import Retry
 from kafkasync_source.async_map import async_map
 from kafkasync_source.async_metrics import AsyncMetrics
 from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
 from kafkasync_source.source import KafkaSyncDataSource, register
 from kafkasync_source.stop_offset_store import read_stop_offsets, reset_stop_offsets
+
+__version__ = "0.1.0.dev0"
+"""PEP 440: ``MAJOR.MINOR.PATCH``, with ``.devN`` between releases (CHANGELOG.md). Until 1.0
+a minor release may change options or offsets, and says so in the changelog."""
 
 __all__ = [
     "AsyncMetrics",
