@@ -22,6 +22,7 @@ from kafkasync_source.java_client_settings import (
     drop_or_refuse_java_settings,
     jaas_credentials,
 )
+from kafkasync_source.option_docs import documented_source_options
 from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -32,38 +33,10 @@ LATEST = -1
 """Offset placeholder for "latest" inside a startingOffsets/endingOffsets JSON (Spark's)."""
 
 # Spark's Kafka-source options that kafkasync understands, in their lower-case form (Spark
-# hands Python data sources a case-insensitive, lower-cased option map).
+# hands Python data sources a case-insensitive, lower-cased option map): exactly the documented
+# ones (option_docs.py, which docs/reference/options.md is generated from).
 _SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
-_KNOWN_OPTIONS = {
-    *_SUBSCRIPTIONS,
-    "startingoffsets",
-    "endingoffsets",
-    "failondataloss",
-    "includeheaders",
-    "includepartitiontime",
-    "max.task.idle.ms",
-    "buffered.records.per.partition",
-    "driver.buffer.bytes",
-    "maxoffsetspertrigger",
-    "minoffsetspertrigger",
-    "maxtriggerdelay",
-    "maxeventtimepertrigger",
-    "fetchoffset.numretries",
-    "fetchoffset.retryintervalms",
-    "startingtimestamp",
-    "startingoffsetsbytimestamp",
-    "startingoffsetsbytimestampstrategy",
-    "endingtimestamp",
-    "endingoffsetsbytimestamp",
-    "maxrecordsperpartition",
-    "minpartitions",
-    "kafkaconsumer.polltimeoutms",
-    "partitiondiscoveryintervalms",
-    "autostop.offsets",
-    "autostop.key",
-    "autostop.topic",
-    "groupidprefix",
-    "planningmode",
+_KNOWN_OPTIONS = documented_source_options() | {
     "path",  # Spark may pass an empty "path" through DataFrameReader.load()
 }
 
