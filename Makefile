@@ -16,10 +16,11 @@ STAMP       := $(VENV)/.kafkasync-test.stamp
 BENCH_STAMP := $(VENV)/.kafkasync-bench.stamp
 LINT_STAMP  := $(VENV)/.kafkasync-lint.stamp
 RELEASE_STAMP := $(VENV)/.kafkasync-release.stamp
+DOCS_STAMP    := $(VENV)/.kafkasync-docs.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv lint release-check versions test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv lint docs release-check versions test test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -51,6 +52,10 @@ $(RELEASE_STAMP): pyproject.toml constraints.txt $(STAMP)
 	$(PIP_INSTALL) $(EDITABLE) '.[test,release]'
 	@touch $@
 
+$(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
+	$(PIP_INSTALL) $(EDITABLE) '.[test,docs]'
+	@touch $@
+
 # ruff and mypy on the package, configured in pyproject.toml (CI runs it).
 lint: $(LINT_STAMP)
 	$(VENV)/bin/ruff check kafkasync_source
@@ -60,6 +65,13 @@ lint: $(LINT_STAMP)
 # reads the embedded cluster through format("kafkasync") from outside the checkout (CI runs it).
 release-check: $(RELEASE_STAMP)
 	$(PY) scripts/release_check.py
+
+# The docs site (docs/, mkdocs.yml) into site/; --strict fails on any link, anchor or image that
+# does not resolve. The options reference is regenerated from the code first.
+docs: $(DOCS_STAMP)
+	$(PY) -c 'import sys; from kafkasync_source.option_docs import reference; sys.stdout.write(reference())' \
+	  > docs/reference/options.md
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: venv
 	@echo "make test: skipping tests marked 'slow' (soak/long runs); run them with 'make test-slow'."
@@ -137,7 +149,7 @@ bench-smoke: $(BENCH_STAMP) $(PARITY_STAMP)
 
 # Generated files only; `distclean` also removes the virtualenv.
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis spark-warehouse metastore_db derby.log
+	rm -rf build dist site *.egg-info .pytest_cache .hypothesis spark-warehouse metastore_db derby.log
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

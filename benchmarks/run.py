@@ -13,7 +13,7 @@ the same data for every measurement:
 5. ``format("kafka")`` beside kafkasync on a real broker, when one and the connector are given
    (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``).
 
-Prints a markdown table and writes ``benchmarks/results.json`` and ``benchmarks/skew.png``.
+Prints a markdown table and writes ``benchmarks/results.json`` and ``docs/img/skew.png``.
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
                             "predicted_dropped": r.predicted_dropped, "batches": r.per_batch()}
                 for idle, r in skew_runs.items()
             }
-            save_event_time_figure([skew_runs[0], skew_runs[-1]], os.path.join(HERE, "skew.png"),
+            save_event_time_figure([skew_runs[0], skew_runs[-1]], os.path.join(HERE, os.pardir, "docs", "img", "skew.png"),
                                    skew_topics.first_timestamp_ms)
 
             # 5. format("kafka") on a real broker, when its connector and a broker are given.

@@ -23,7 +23,7 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
 
 ``python -m benchmarks.side_by_side [--tiny]`` prints the results as JSON; ``--write`` also
 merges them into ``benchmarks/results.json`` (key ``side_by_side``) and draws
-``benchmarks/side_by_side.png``.
+``docs/img/side_by_side.png``.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ def write(results: dict[str, Any]) -> None:
     with open(path, "w") as out:
         json.dump(merged, out, indent=1, sort_keys=True)
         out.write("\n")
-    draw(results, os.path.join(HERE, "side_by_side.png"))
+    draw(results, os.path.join(HERE, os.pardir, "docs", "img", "side_by_side.png"))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -364,7 +364,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="500 records a partition, 5 s live: a smoke run")
-    parser.add_argument("--write", action="store_true", help="into benchmarks/results.json and side_by_side.png")
+    parser.add_argument("--write", action="store_true", help="into benchmarks/results.json and docs/img/side_by_side.png")
     args = parser.parse_args(argv)
     results = measure(tiny=args.tiny, log=lambda m: print(f"[bench {time.strftime('%H:%M:%S')}] {m}",
                                                           file=sys.stderr, flush=True))

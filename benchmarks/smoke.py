@@ -2,7 +2,7 @@
 so that ``make bench`` cannot break unseen again (CI runs ``make bench-smoke``).
 
 The numbers of a smoke run mean nothing; what is checked is that each benchmark runs end to
-end and returns the figures ``make bench`` and the README quote: the planner and driver
+end and returns the figures ``make bench`` and docs/benchmarks.md quote: the planner and driver
 benchmarks on the embedded cluster, and on a real broker (``testing.local_broker.real_broker``)
 the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
 (``broker_bytes --tiny``, plain and transactional). ``--side-by-side`` (run in ``make parity``'s

@@ -7,12 +7,12 @@ it on ``spark.jars``. Maven Central serves no connector for some Spark releases 
 when this was written): there the tests are skipped, saying so, and ``make parity`` runs them in
 a virtualenv of the newest PySpark whose connector is served.
 
-What must agree (README, "Option parity with format("kafka")"): with ``max.task.idle.ms=-1``
+What must agree (docs/parity.md): with ``max.task.idle.ms=-1``
 and ``maxOffsetsPerTrigger`` kafkasync cuts the batches Spark's proportional split cuts
 (``KafkaMicroBatchStream.rateLimit``); ``startingTimestamp`` starts every partition at the
 offset ``format("kafka")`` starts it at; batch reads between offsets or times return the same
 rows; ``includeHeaders`` gives the same headers; ``minOffsetsPerTrigger``/``maxTriggerDelay``
-hold batches back alike (``delayBatch``). Where they differ, on purpose (README, the
+hold batches back alike (``delayBatch``). Where they differ, on purpose (docs/parity.md, the
 ``failOnDataLoss`` row): a subscribed topic deleted under a running query fails format("kafka")
 whatever failOnDataLoss says, and kafkasync only where unread records were lost.
 """

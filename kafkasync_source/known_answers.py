@@ -17,7 +17,7 @@ readable end moves.
 
 At thousands of partitions a trigger's search asks the same partitions at nearby times round
 after round, and the next trigger starts at the time the previous one reached: remembering
-spares those look-ups (see the README, "Thousands of partitions").
+spares those look-ups (see docs/concepts.md, "Thousands of partitions").
 """
 
 from __future__ import annotations

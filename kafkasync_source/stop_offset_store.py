@@ -186,7 +186,7 @@ class StopTarget:
             f"kafkasync: the stored stop offsets for autostop.key={key!r} in topic {topic!r} "
             f"are unusable: {problem}. kafkasync will not guess where this run should stop. "
             "If the previous run's target no longer matters, reset it (python -m "
-            "kafkasync_source.autostop reset, see the README) and start again."
+            "kafkasync_source.autostop reset, see docs/bounded-runs.md) and start again."
         )
 
 

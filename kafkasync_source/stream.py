@@ -223,7 +223,8 @@ class SyncDriver:
                 ", ".join(f"{tp.topic}-{tp.partition}" for tp in cut.given_up),
                 self._options.max_task_idle_ms,
             )
-        # The driver sees records only on the fetch path (see README, "Planning paths").
+        # The driver sees records only on the fetch path (docs/concepts.md, "Planning from the
+        # brokers' time index").
         late = _late_records(cut, states, start.stream_time) if self.planning == PLANNING_FETCH else 0
         end = SyncOffset(
             partitions={

@@ -55,7 +55,7 @@ _LATEST, _EARLIEST, _MAX_TIMESTAMP = -1, -2, -3
 _PARTITIONS_PER_CALL = 512
 """One ``list_offsets`` call's client-side cost grows faster than its partitions (confluent-kafka
 2.16 on Kafka 4.3, loopback: 3.9 ms at 512 partitions, 12.5 at 1,024, 31.8 at 2,048, 91 at
-4,096; see the README, "Thousands of partitions"): a round asks in calls of at most this
+4,096; see docs/concepts.md, "Thousands of partitions"): a round asks in calls of at most this
 many, all in flight at once (23-31 ms at 4,096)."""
 _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE,
                           KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.INVALID_REQUEST})

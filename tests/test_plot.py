@@ -1,5 +1,5 @@
 """The benchmark's picture shows what its titles say: every panel has each partition's event
-time per batch and the watermark, in view (benchmarks/skew.png once had empty axes: its
+time per batch and the watermark, in view (docs/img/skew.png once had empty axes: its
 event times were counted from another base and fell off the axis, and every topic was
 labelled "bench")."""
 

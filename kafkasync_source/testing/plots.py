@@ -1,6 +1,6 @@
 """Pictures of what a watermark does to a backfill: each partition's event time per batch.
 
-``make bench`` draws benchmarks/skew.png (synchronized vs -1) and ``make demo`` its three
+``make bench`` draws docs/img/skew.png (synchronized vs -1) and ``make demo`` its three
 variants with :func:`event_time_figure`. matplotlib is imported only here, when drawing."""
 
 from __future__ import annotations
