@@ -3,9 +3,9 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
-from kafkasync_source.async_core import Retry
-from kafkasync_source.async_map import async_map
-from kafkasync_source.async_metrics import AsyncMetrics
+from kafkasync_source.enrich.core import Retry
+from kafkasync_source.enrich.map import async_map
+from kafkasync_source.enrich.metrics import AsyncMetrics
 from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
 from kafkasync_source.source import KafkaSyncDataSource, register
 from kafkasync_source.stop_offset_store import read_stop_offsets, reset_stop_offsets

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from kafkasync_source.async_core import AsyncMapper, ResultError, Retry, RowFailedError
-from kafkasync_source.async_metrics import UPPER_BOUNDS, AsyncCounters, bucket_of, quantile
+from kafkasync_source.enrich.core import AsyncMapper, ResultError, Retry, RowFailedError
+from kafkasync_source.enrich.metrics import UPPER_BOUNDS, AsyncCounters, bucket_of, quantile
 
 NO_RETRY_WAIT = Retry(attempts=3, initial_backoff=0.0, max_backoff=0.0)
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Hashable, List, NamedTuple, Optional, Sequence
 
-from kafkasync_source.async_metrics import AsyncCounters
+from kafkasync_source.enrich.metrics import AsyncCounters
 
 ORDERINGS = ("input", "key", "none")
 FAILURE_MODES = ("keep", "fail")

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafkasync_source.async_core import ResultError
+from kafkasync_source.enrich.core import ResultError
 
 STATUS_COLUMNS: Tuple[StructField, ...] = (
     StructField("async_status", StringType(), False),

@@ -1,6 +1,6 @@
 """``async_map``: call an async function per row with many calls in flight (KIP-311's execution side).
 
-Spark glue around the pure scheduler in ``async_core``: arguments are checked on the driver when
+Spark glue around the pure scheduler in ``enrich.core``: arguments are checked on the driver when
 ``async_map`` is called; each Spark task then runs ``_TaskRunner`` inside ``mapInArrow``, which
 works for batch and streaming DataFrames alike.
 
@@ -21,15 +21,15 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Dict, Ite
 
 from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
-from kafkasync_source.async_core import (
+from kafkasync_source.enrich.core import (
     FAILURE_MODES,
     ORDERINGS,
     AsyncMapper,
     Completed,
     Retry,
 )
-from kafkasync_source.async_metrics import METRICS_COLUMN, AsyncCounters, AsyncMetrics
-from kafkasync_source.async_schema import ResultChecker, output_schema, parse_returns, result_columns
+from kafkasync_source.enrich.metrics import METRICS_COLUMN, AsyncCounters, AsyncMetrics
+from kafkasync_source.enrich.schema import ResultChecker, output_schema, parse_returns, result_columns
 
 __all__ = ["Retry", "async_map"]
 
