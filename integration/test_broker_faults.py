@@ -137,10 +137,11 @@ def test_a_topic_deleted_under_a_running_query(spark, bootstrap_servers, admin, 
     for topic in (doomed, kept):
         create_topic(admin, topic, 1)
     produce(bootstrap_servers, kept, [(0, BASE_TS + i, b"k") for i in range(10)])
-    produce(bootstrap_servers, doomed, [(0, BASE_TS + i, b"d") for i in range(10)])
+    produce(bootstrap_servers, doomed, [(0, BASE_TS + 50 + i, b"d") for i in range(10)])
     query, batches = stream_offsets(spark, bootstrap_servers, f"{doomed},{kept}", tmp_path / "cp", **{
         "failOnDataLoss": str(fail_on_data_loss).lower(), "partitionDiscoveryIntervalMs": 500,
-        # the doomed topic's records stay unread: the kept one waits for more data forever
+        # the doomed topic's records, newer than all of the kept one's, stay unread: they wait
+        # for the kept topic's next record for ever (were they read, nothing would be lost)
         "max.task.idle.ms": 9223372036854775807})
     try:
         time.sleep(5)
