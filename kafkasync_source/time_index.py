@@ -62,12 +62,15 @@ _UNSUPPORTED = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTE
 """Errors of a broker that cannot answer a time look-up at all (no KIP-734, message format
 v0): the planning falls back to the fetch path instead of retrying."""
 _LEADER_MOVED = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
-                           KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+                           KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                           KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
 """Answers that say the client's idea of a partition's leader is stale. librdkafka's admin
 ListOffsets (confluent-kafka 2.x) sends the leader epoch of its metadata cache and did not
 refresh it after a rolling restart of three Kafka 4.3 brokers: FENCED_LEADER_EPOCH for every
 request over 120 s (CI, integration/test_three_brokers.py). Kafka's Java client refreshes its
-metadata on these errors before asking again (KAFKA-9535); the reader renews its client."""
+metadata on these errors before asking again (KAFKA-9535); the reader renews its client. A
+leader that is down (its connection fails, or the request times out) is asked for the same
+way: the cached metadata may still name it."""
 
 _REMEMBERED_RECORDS = 100_000
 """Answers of :meth:`TimeIndexReader.first_records` kept (oldest dropped first)."""
