@@ -46,6 +46,20 @@ def next_batch(reader, start: dict, limit, timeout: float = 30.0) -> dict:
     raise AssertionError(f"no batch within {timeout} s: {reader.reportLatestOffset()}")
 
 
+def held_with(reader, start: dict, available: int, timeout: float = 30.0) -> None:
+    """latestOffset, each call holding the batch, until the batch held counts ``available``
+    offsets: the driver learns new log ends within a trigger or a few. A fixed sleep guessed
+    how long, and a loaded machine made the guess wrong."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+        delayed = reader.reportLatestOffset().get("delayedBy")
+        if delayed is not None and delayed["availableOffsets"] == available:
+            return delayed
+        assert time.monotonic() < deadline, f"no batch held with {available} offsets: {reader.reportLatestOffset()}"
+        time.sleep(0.05)
+
+
 def records_between(start: dict, end: dict) -> int:
     begin, finish = SyncOffset.from_json(start), SyncOffset.from_json(end)
     return sum(p.next_offset - begin.partitions[tp].next_offset for tp, p in finish.partitions.items())
@@ -92,11 +106,8 @@ def test_min_offsets_holds_the_batch_and_the_live_report_says_why(kafka_cluster,
         start = reader.initialOffset()
         first = next_batch(reader, start, reader.getDefaultReadLimit())  # never delayed, as Spark
         kafka_cluster.produce(backlog, [Record(0, BASE_TS + 500 + i, None, b"v") for i in range(10)])
-        time.sleep(1.0)  # the fetcher learns the new end offsets
-        assert reader.latestOffset(first, reader.getDefaultReadLimit()) == first
-        delayed = reader.reportLatestOffset()["delayedBy"]
+        delayed = held_with(reader, first, 10)
         assert delayed["option"] == "minOffsetsPerTrigger" and delayed["minOffsetsPerTrigger"] == 1_000
-        assert 0 < delayed["availableOffsets"] < 1_000
         # ReadAllAvailable ignores the option.
         assert records_between(first, next_batch(reader, first, ReadAllAvailable())) == 10
     finally:
@@ -119,9 +130,7 @@ def test_min_offsets_holds_a_trickle_after_a_start_with_nothing_to_read_as_spark
             assert time.monotonic() < deadline, reader.reportLatestOffset()
             time.sleep(0.05)
         kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"new") for i in range(10)])
-        time.sleep(1.0)  # the fetcher learns the new end offsets
-        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
-        assert reader.reportLatestOffset()["delayedBy"]["availableOffsets"] == 10
+        held_with(reader, start, 10)
         assert records_between(start, next_batch(reader, start, ReadAllAvailable())) == 10
     finally:
         reader.stop()
@@ -146,11 +155,8 @@ def test_a_batch_let_through_after_being_held_reads_up_to_the_log_ends_known_the
             assert time.monotonic() < deadline, reader.reportLatestOffset()
             time.sleep(0.05)
         kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(20)])
-        time.sleep(1.0)  # the fetcher learns the new end offsets
-        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # held
-        assert reader.reportLatestOffset()["delayedBy"]["availableOffsets"] == 20
+        held_with(reader, start, 20)
         kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + 20 + i, None, b"v") for i in range(40)])
-        time.sleep(1.0)
         assert records_between(start, next_batch(reader, start, reader.getDefaultReadLimit())) == 60
     finally:
         reader.stop()
