@@ -65,12 +65,22 @@ class AcknowledgingProducer:
         else:
             self.failed.append(str(err))
 
+    def _produce(self, partition: int, timestamp: int) -> None:
+        """A queue full while no leader takes writes waits for room, not kills the thread (a
+        dead writer would look like a stalled query)."""
+        while True:
+            try:
+                self._producer.produce(self._topic, value=b"r", partition=partition, timestamp=timestamp,
+                                       on_delivery=self._delivered)
+                return
+            except BufferError:
+                self._producer.poll(0.1)
+
     def _run(self) -> None:
         n = 0
         while not self._stop.is_set():
             for p in range(PARTITIONS):
-                self._producer.produce(self._topic, value=b"r", partition=p, timestamp=BASE_TS + n,
-                                       on_delivery=self._delivered)
+                self._produce(p, BASE_TS + n)
             n += 1
             self._producer.poll(0)
             time.sleep(0.01)
@@ -96,12 +106,26 @@ def streaming(spark, bootstrap: str, topic: str, tmp_path, planning_mode: str):
     return query, rows
 
 
-def wait_for(query, condition, what: str, timeout: float = 180.0) -> None:
+def wait_for(query, condition, what: str, timeout: float = 300.0, producer=None) -> None:
+    """Five minutes: a fail-over and the backlog it leaves take minutes on a busy 2-core
+    machine (a CI run once timed out at three)."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert query.exception() is None, f"the query failed: {query.exception()}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        written = "" if producer is None else f"; the producer had {len(producer.acknowledged)} acknowledged"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}{written}; {progress_of(query)}"
         time.sleep(0.3)
+
+
+def progress_of(query) -> str:
+    """What a timed-out wait needs to say: the query's last batches and its live report
+    (planning path, each partition's state and lag)."""
+    recent = query.recentProgress[-3:]
+    if not recent:
+        return "no progress yet"
+    batches = ", ".join(f"batch {p.batchId}: {p.numInputRows} rows at {p.timestamp}" for p in recent)
+    source = recent[-1].sources[0]
+    return f"last batches: {batches}; source end {source.endOffset}; latest {source.latestOffset}"
 
 
 def read_every_acknowledged_record_once(query, rows, producer) -> None:
@@ -148,7 +172,8 @@ def test_a_partition_leader_killed_under_a_running_query(spark, three_brokers, r
         try:
             wait_for(query, lambda: leader_of(admin, topic, 0) not in (-1, victim.node_id), "a new leader")
             batches_before = len(rows)
-            wait_for(query, lambda: len(rows) >= batches_before + 3, "three batches without the old leader")
+            wait_for(query, lambda: len(rows) >= batches_before + 3, "three batches without the old leader",
+                     producer=producer)
         finally:
             victim.start()  # the module's other tests need all three nodes, pass or fail
     try:
@@ -167,7 +192,8 @@ def test_a_rolling_restart_of_all_three_brokers(spark, three_brokers, replicated
         for node in three_brokers.nodes:
             node.restart()
             batches_before = len(rows)
-            wait_for(query, lambda: len(rows) >= batches_before + 2, f"two batches after restarting node {node.node_id}")
+            wait_for(query, lambda: len(rows) >= batches_before + 2, f"two batches after restarting node {node.node_id}",
+                     producer=producer)
     try:
         read_every_acknowledged_record_once(query, rows, producer)
     finally:
@@ -191,7 +217,8 @@ def test_a_leader_moved_back_by_a_preferred_leader_election(spark, three_brokers
         future.result(30)
         wait_for(query, lambda: leader_of(admin, topic, 0) == preferred[0], "the preferred leader back")
         batches_before = len(rows)
-        wait_for(query, lambda: len(rows) >= batches_before + 3, "three batches after the election")
+        wait_for(query, lambda: len(rows) >= batches_before + 3, "three batches after the election",
+                 producer=producer)
     try:
         read_every_acknowledged_record_once(query, rows, producer)
     finally:
