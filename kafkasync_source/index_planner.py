@@ -69,7 +69,10 @@ consumer of the query's isolation level reads at or after an offset (one round o
 record batch per partition checked). Where it shows the entry is not a readable record and
 the next readable one does not settle the answer either, the index path raises
 :class:`IndexCannotAnswer` for that partition, and the batch is planned from fetched
-timestamps. The searches in between need no check: ``first(t)`` over all entries is monotone
+timestamps. A largest timestamp that is a marker's is not given up at once: the largest
+*readable* one is searched for (:meth:`_Index.readable_maxima`), so that a transactional topic
+written in time order — a live stream, the markers among its records — stays on the index.
+The searches in between need no check: ``first(t)`` over all entries is monotone
 in ``t`` as it is over records, and the checked result of a search is exact when the entry
 it ends on is a readable record.
 
@@ -253,6 +256,75 @@ class _Index:
         found = self.ends_at(times, "locating the window's largest timestamp")
         return {tp: (time, found[tp]) for tp, time in times.items()}
 
+    def readable_maxima(self, entries: Mapping[TopicPartition, tuple[int, int]],
+                        untils: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        """``entries``: per partition the largest timestamp of ``[start, untils[tp])`` and the
+        offset of its first entry. Where that entry is not a readable record (a transaction
+        marker, stamped with the broker's clock, or an aborted record under read_committed),
+        the largest timestamp of the records a consumer reads there, and that record's offset.
+
+        A search on what a consumer reads. ``first(t)`` is the first entry >= t, so no record
+        before it is >= t; and the first readable record at or after it answers whether one is:
+        if it is >= t, a record >= t exists; if there is none, none does; if it is older than
+        t, the index cannot tell (an out-of-order partition), and the fetch path plans the
+        batch. First the records just before the entry are read, going back 1, 4, 16 ...
+        offsets (in a partition written in time order the largest record is the last one
+        before the final marker), then ``low + 1`` is asked to confirm it, and only then the
+        range is bisected, each readable record found raising the lower bound to its own time."""
+        if not entries:
+            return {}
+        records = self._first_records({tp: (offset, untils[tp]) for tp, (_, offset) in entries.items()})
+        maxima: dict[TopicPartition, tuple[int, int]] = {}
+        low: dict[TopicPartition, tuple[int, int]] = {}  # (timestamp, offset) of a readable record
+        high: dict[TopicPartition, int] = {}  # no readable record is at or above it
+        for tp, (largest, offset) in entries.items():
+            record = records.get(tp)
+            if record is not None and record[1] == largest:
+                maxima[tp] = (largest, offset)
+                continue
+            high[tp] = largest + 1
+            if record is not None:
+                low[tp] = (record[1], record[0])
+        back = {tp: (entries[tp][1], 1) for tp in high if tp not in low}  # (offset, step)
+        while back:
+            asking = {tp: max(self._windows[tp].start, offset - step) for tp, (offset, step) in back.items()}
+            found = self._first_records({tp: (at, untils[tp]) for tp, at in asking.items()})
+            for tp, at in asking.items():
+                record = found.get(tp)
+                offset, step = back.pop(tp)
+                if record is not None and record[0] < offset:
+                    low[tp] = (record[1], record[0])
+                elif at > self._windows[tp].start:
+                    back[tp] = (offset, 4 * step)
+        unreadable = {tp: f"no record a consumer reads lies in offsets [{self._windows[tp].start}, {untils[tp]})"
+                      for tp in high if tp not in low}
+        if unreadable:
+            raise IndexCannotAnswer(unreadable)
+        confirmed: set[TopicPartition] = set()
+        while True:
+            probes = {tp: low[tp][0] + 1 if tp not in confirmed else (low[tp][0] + high[tp]) // 2
+                      for tp in high if high[tp] - low[tp][0] > 1}
+            if not probes:
+                break
+            confirmed.update(probes)
+            found_at = self.ends_at(probes, "searching the window's largest readable timestamp")
+            found = self._first_records({tp: (at, untils[tp]) for tp, at in found_at.items() if at < untils[tp]})
+            undecided = {}
+            for tp, time in probes.items():
+                record = found.get(tp)
+                if record is None:
+                    high[tp] = time
+                elif record[1] >= time:
+                    low[tp] = (record[1], record[0])
+                else:
+                    undecided[tp] = (f"offset {found_at[tp]}, the first entry with a timestamp >= {time}, "
+                                     f"is not a readable record, and the next record, at offset "
+                                     f"{record[0]}, is older (searching the largest readable timestamp)")
+            if undecided:
+                raise IndexCannotAnswer(undecided)
+        maxima.update({tp: low[tp] for tp in high})
+        return maxima
+
     def gallop_above(self, floors: Mapping[TopicPartition, int],
                      ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Per partition, a time above every timestamp of ``[start, ends[tp])``, doubling from
@@ -305,7 +377,7 @@ def _window_maxima(
         else:
             searched[tp] = largest[0] if largest is not None and largest[0] >= 0 else None
     if not searched:
-        return maxima
+        return index.readable_maxima(maxima, {tp: windows[tp].end for tp in maxima})
     # first(floor) must lie in the window: a record there newer than the partition time.
     floors = {tp: states[tp].partition_time + 1 for tp in searched}
     found = index.ends_at(floors, "the partition time")
@@ -322,7 +394,7 @@ def _window_maxima(
         ceilings.update(index.gallop_above({tp: floors[tp] for tp in unbounded}, ends))
         floors.update({tp: max(floors[tp], (ceilings[tp] - 1) // 2) for tp in unbounded})
     maxima.update(index.entries_at(index.largest_before(ends, floors, ceilings)))
-    return maxima
+    return index.readable_maxima(maxima, {tp: windows[tp].end for tp in maxima})
 
 
 def _step_base(ready: list[TopicPartition], windows: Mapping[TopicPartition, _Window],
@@ -571,9 +643,9 @@ def _times_reached(
             else:
                 searching[tp] = end
         if searching:
-            located = index.entries_at(index.largest_before(
+            located = index.readable_maxima(index.entries_at(index.largest_before(
                 searching, {tp: floors[tp] for tp in searching}, {tp: maxima[tp] + 1 for tp in searching}
-            ))
+            )), searching)
             times.update({tp: largest for tp, (largest, _) in located.items()})
             checked.update({tp: (offset, largest, searching[tp]) for tp, (largest, offset) in located.items()})
     index.check({}, checked)

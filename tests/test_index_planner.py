@@ -328,6 +328,69 @@ def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fe
     assert not index_cut.has_batch
 
 
+@st.composite
+def live_transactional_logs(draw: st.DrawFn, partitions: int = 4) -> dict:
+    """Transactional partitions written in time order, as a live stream is: every entry,
+    markers and aborted records included, no older than the one before (a marker's clock
+    reading lies between the records it follows and the next transaction's)."""
+    logs, starts, partition_times = {}, {}, {}
+    for index in range(draw(st.integers(1, partitions))):
+        kinds = draw(st.lists(st.sampled_from([RECORD, RECORD, RECORD, MARKER, ABORTED]), max_size=10))
+        timestamps = sorted(draw(st.lists(st.integers(0, 60), min_size=len(kinds), max_size=len(kinds))))
+        logs[tp(index)] = ModelLog(timestamps, kinds=kinds)
+        starts[tp(index)], partition_times[tp(index)] = 0, NO_TIMESTAMP
+    return dict(broker=ModelBroker(logs, read_committed=draw(st.booleans())), distinct=False,
+                starts=starts, partition_times=partition_times, stops={},
+                max_task_idle_ms=draw(st.sampled_from([0, 7, WAIT_FOREVER])),
+                limits=BatchLimits(None, draw(st.one_of(st.none(), st.integers(1, 20))), NO_TIMESTAMP),
+                idle_since={}, now_ms=0)
+
+
+def unreadable_windows(scenario: dict) -> list[TopicPartition]:
+    """Partitions whose window holds entries but no record a consumer reads."""
+    broker, starts = scenario["broker"], scenario["starts"]
+    return [p for p, log in broker.logs.items() if starts[p] < log.end
+            and not any(log.consumed(o, broker.read_committed) for o in range(starts[p], log.end))]
+
+
+@settings(max_examples=600, deadline=None)
+@given(scenario=live_transactional_logs())
+def test_transactional_logs_written_in_time_order_stay_on_the_index(scenario):
+    """A marker holds each partition's largest timestamp, yet the index path finds the
+    largest readable one and plans every batch, holding the fetch path's records. It falls
+    back only where a window holds markers or aborted records alone (the fetch path sees no
+    record there and idles it)."""
+    limits, stream_time = scenario["limits"], NO_TIMESTAMP
+    for _ in range(60):
+        index_cut, fetch_cut = plan_both(scenario)
+        if index_cut is None:
+            assert unreadable_windows(scenario), "the index path fell back on a time-ordered log"
+            return
+        assert_same_records(scenario, index_cut, fetch_cut)
+        if not index_cut.has_batch:
+            return
+        stream_time = max(stream_time, NO_TIMESTAMP if index_cut.stream_time is None else index_cut.stream_time)
+        scenario = {**scenario, "starts": index_cut.end_offsets,
+                    "partition_times": {p: d.partition_time for p, d in index_cut.partitions.items()},
+                    "limits": BatchLimits(None, limits.max_stream_time_step_ms, stream_time)}
+    raise AssertionError("60 batches did not read the logs")
+
+
+def test_a_marker_holding_the_largest_timestamp_is_looked_past():
+    """Two committed transactions, then one aborted: the largest readable record is the last
+    of the second, found by reading back from the final marker, then confirmed."""
+    kinds = [RECORD, RECORD, MARKER, RECORD, RECORD, MARKER, ABORTED, ABORTED, MARKER]
+    broker = ModelBroker({tp(0): ModelLog([10, 11, 12, 20, 21, 22, 30, 31, 32], kinds=kinds),
+                          tp(1): ModelLog([15, 25, 35])})
+    states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
+    cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0,
+                          idle_since={})
+    # Stream time is partition 0's largest readable timestamp, 21, not its final marker's 32.
+    assert cut.stream_time == 21
+    assert cut.end_offsets == {tp(0): 9, tp(1): 1}
+    assert cut.partitions[tp(0)].partition_time == 21
+
+
 def test_the_cut_is_the_first_record_above_stream_time_and_takes_two_rounds():
     broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([15, 25])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
