@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException
@@ -176,6 +176,9 @@ class TimeIndexReader:
         self._retry_interval_s = retry_interval_ms / 1000
         self._probe = RecordProbe(client_config)
         self._first_records: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
+        self._no_records_until: dict[tuple[TopicPartition, int], int] = {}
+        """Per (partition, offset), an end below which a probe found nothing to read there
+        (transaction markers and aborted records only): a search asks such offsets again."""
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
         self.record_rounds = 0
@@ -227,19 +230,21 @@ class TimeIndexReader:
         asking: dict[TopicPartition, int] = {}
         for tp, (offset, end) in ranges.items():
             known = self._first_records.get((tp, offset))
-            if known is None:
-                asking[tp] = offset
-            else:
+            if known is not None:
                 answers[tp] = known if known[0] < end else None
+            elif self._no_records_until.get((tp, offset), offset) >= end:
+                answers[tp] = None
+            else:
+                asking[tp] = offset
         if not asking:
             return answers
         self.record_rounds += 1
         found = self._probe.first_records(asking)
         for tp, record in found.items():
             if record is not None:
-                if len(self._first_records) >= _REMEMBERED_RECORDS:
-                    self._first_records.pop(next(iter(self._first_records)))
-                self._first_records[(tp, asking[tp])] = record
+                _remember(self._first_records, (tp, asking[tp]), record)
+            else:  # nothing a consumer reads up to the readable end the probe reached
+                _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
             answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
         return answers
 
@@ -345,6 +350,13 @@ class TimeIndexReader:
                 else:
                     answers[tp] = (result.offset, result.timestamp)
         return answers, failures
+
+
+def _remember(answers: dict, key: tuple[TopicPartition, int], answer: Any) -> None:
+    """Keeps at most ``_REMEMBERED_RECORDS`` answers, the oldest dropped first."""
+    if key not in answers and len(answers) >= _REMEMBERED_RECORDS:
+        answers.pop(next(iter(answers)))
+    answers[key] = answer
 
 
 def _kafka_error(err: KafkaException) -> KafkaError:
