@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from kafkasync_source.testing.spark import has_format_kafka
 
+SHAPES = (("live", True), ("backfill", False))
 PARTITIONS, RECORDS_PER_PARTITION, VALUE_BYTES, KEY_BYTES = 8, 50_000, 1_000, 8
 _CONNECTION = re.compile(r"^\S+\s+\S+\s+(\S+)\s+(\S+)")  # Recv-Q Send-Q local peer
 _BYTES_SENT = re.compile(r"bytes_sent:(\d+)")
@@ -125,9 +126,14 @@ def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = REC
 
 
 def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partition: int,
-                                  per_transaction: int = 500, abort_every: int = 10) -> int:
+                                  per_transaction: int = 500, abort_every: int = 10, *, live: bool = False) -> int:
     """The backlog's shape written in transactions (one partition each); every
-    ``abort_every``-th transaction is aborted. Returns the committed payload bytes."""
+    ``abort_every``-th transaction is aborted. Returns the committed records.
+
+    Event times are a backfill's (``live=False``: spread over the minutes before the run, so
+    every transaction marker, stamped with the broker's clock, is newer than every record) or
+    a live stream's (``live=True``: each record stamped with the producer's clock as it is
+    written, so the markers lie among the records in time order)."""
     import uuid
 
     from confluent_kafka import Producer
@@ -147,8 +153,10 @@ def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partit
         for p in range(PARTITIONS):
             producer.begin_transaction()
             chunk = range(first, min(first + per_transaction, records_per_partition))
-            produce_confirmed(producer, topic, [Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
-                                                for i in chunk], 60)
+            now = int(time.time() * 1000)
+            produce_confirmed(producer, topic, [
+                Record(p, now if live else base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
+                for i in chunk], 60)
             number += 1
             if number % abort_every == 0:
                 producer.abort_transaction(30)
@@ -175,21 +183,25 @@ def _measure_reads(spark: Any, bootstrap: str, topic: str, payload: int, records
 
 
 def compare_transactional(spark: Any, records_per_partition: int = 10_000) -> dict[str, Any]:
-    """Bytes per payload byte on a transactional topic, kafkasync's default and fetch path."""
+    """Bytes per payload byte on transactional topics — event times of a live stream and of
+    a backfill — for kafkasync's default and its fetch path, each after an unmeasured read."""
     reason = skipped_because(spark)
     if reason:
         return {"skipped": reason}
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
-    topic = f"kafkasync-bytes-txn-{int(time.time())}"
-    committed = produce_transactional_backlog(bootstrap, topic, records_per_partition,
-                                              per_transaction=max(1, min(500, records_per_partition // 5)))
-    payload = committed * (VALUE_BYTES + KEY_BYTES)
     committed_reads = {"kafka.isolation.level": "read_committed"}
-    results: dict[str, Any] = {"records": committed, "payload_bytes": payload}
-    results.update(_measure_reads(spark, bootstrap, topic, payload, committed, [
-        ("kafkasync auto", "kafkasync", committed_reads),
-        ("kafkasync fetch", "kafkasync", {**committed_reads, "planningMode": "fetch"}),
-    ]))
+    results: dict[str, Any] = {}
+    for shape, live in SHAPES:
+        topic = f"kafkasync-bytes-txn-{shape}-{int(time.time())}"
+        committed = produce_transactional_backlog(bootstrap, topic, records_per_partition, live=live,
+                                                  per_transaction=max(1, min(500, records_per_partition // 5)))
+        payload = committed * (VALUE_BYTES + KEY_BYTES)
+        _read_once(spark, bootstrap, topic, "kafkasync", {**committed_reads, "planningMode": "fetch"})
+        results[shape] = {"records": committed, "payload_bytes": payload}
+        results[shape].update(_measure_reads(spark, bootstrap, topic, payload, committed, [
+            ("kafkasync auto", "kafkasync", committed_reads),
+            ("kafkasync fetch", "kafkasync", {**committed_reads, "planningMode": "fetch"}),
+        ]))
     return results
 
 

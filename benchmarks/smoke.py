@@ -65,7 +65,8 @@ def broker_bytes() -> None:
         _check("broker bytes", {"plain": benchmark.compare(spark, 500),
                                 "transactional": benchmark.compare_transactional(spark, 500)},
                "plain.kafkasync timeIndex.bytes_per_payload_byte", "plain.kafkasync fetch.bytes_per_payload_byte",
-               "transactional.kafkasync auto.bytes_per_payload_byte")
+               "transactional.live.kafkasync auto.bytes_per_payload_byte",
+               "transactional.backfill.kafkasync auto.bytes_per_payload_byte")
     finally:
         spark.stop()
 
