@@ -191,7 +191,7 @@ class RangeReader:
             elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
                 # librdkafka reports no error for a deleted partition: it only stops fetching.
                 gone_checked = time.monotonic()
-                if partitions_gone(consumer, [kafka_range.topic_partition]):
+                if self._gone(consumer, kafka_range):
                     self._deleted(kafka_range, next_offset)
                     if len(columns):
                         yield columns.to_batch(self.arrow_schema)
@@ -211,12 +211,30 @@ class RangeReader:
             return messages
         return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
 
+    @staticmethod
+    def _gone(consumer: Consumer, kafka_range: KafkaRange) -> bool:
+        """Whether the range's partition was deleted. Metadata that cannot be had (a broker
+        restarting, the cluster unreachable) says nothing: the range waits on, bounded by
+        kafkaConsumer.pollTimeoutMs. Failing here failed a query through a broker restart."""
+        try:
+            return bool(partitions_gone(consumer, [kafka_range.topic_partition]))
+        except KafkaException as err:
+            logger.info("kafkasync: could not tell whether %s-%d still exists (%s); reading on",
+                        kafka_range.topic, kafka_range.partition, err)
+            return False
+
     def _truncated_below_end(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> bool:
         """An end-of-partition event below the range's end: the log was truncated, or the event
         is stale (a pooled consumer reached the log end before this range was planned). The
-        broker's high watermark tells which."""
+        broker's high watermark tells which; while it cannot be had (a broker restarting), the
+        range reads on, and a later event asks again."""
         tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        _, high = consumer.get_watermark_offsets(tp, timeout=10)
+        try:
+            _, high = consumer.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as err:
+            logger.info("kafkasync: could not read the log end of %s-%d (%s); reading on",
+                        kafka_range.topic, kafka_range.partition, err)
+            return False
         if high >= kafka_range.end:
             return False
         self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")

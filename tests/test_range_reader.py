@@ -337,3 +337,29 @@ def test_transient_errors_without_progress_fail_after_the_poll_timeout(fresh_clu
     cluster.push_request_errors(ApiKey.FETCH, *[KafkaError.UNKNOWN] * 10_000)
     with pytest.raises(TimeoutError, match=r"t-0 .*1500 ms.*offsets \[0, 5\); last error"):
         offsets_of(reader, KafkaRange("t", 0, 0, 5))
+
+
+@pytest.mark.mock_brokers(1)
+def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster, monkeypatch):
+    """A range that stalls checks whether its partition was deleted. With the broker down
+    (restarting) the metadata cannot be had: that says nothing, and the range reads on. It
+    failed a query through a broker restart on a real Kafka 4.3.1 (integration/test_broker_faults.py)."""
+    from confluent_kafka import KafkaException
+
+    from kafkasync_source import offset_reader
+    from kafkasync_source.offset_reader import partitions_gone
+
+    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 1.0)  # a down broker answers never
+    fresh_cluster.create_topic("restarting", 1)
+    consumer = fresh_cluster.consumer()
+    try:
+        assert consumer.list_topics(timeout=10).topics["restarting"].partitions
+        kafka_range = KafkaRange("restarting", 0, 0, 10)
+        fresh_cluster.broker_down(1)
+        with pytest.raises(KafkaException):
+            partitions_gone(consumer, [kafka_range.topic_partition])
+        assert RangeReader._gone(consumer, kafka_range) is False
+        fresh_cluster.broker_up(1)
+        assert RangeReader._gone(consumer, kafka_range) is False
+    finally:
+        consumer.close()
