@@ -196,6 +196,13 @@ class RangeReader:
                     if len(columns):
                         yield columns.to_batch(self.arrow_schema)
                     return False
+                # Still there: fetch it afresh. A pooled consumer once waited 120 s, through a
+                # broker restart, for two records the driver had seen (CI, Kafka 4.3.1); a new
+                # assignment restarts librdkafka's fetch of the partition from the broker's state.
+                logger.info("kafkasync: no record of %s-%d for %.0f s at offset %d; fetching it afresh",
+                            topic, partition, time.monotonic() - stalled_since, next_offset)
+                consumer.assign([KafkaTopicPartition(topic, partition, next_offset)])
+                pooled.stash = []
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
