@@ -180,15 +180,25 @@ def test_listener_reports_enforcement_lag_partition_time_and_group_commits(
     topic = topic_factory(2)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(20)])
     group = f"monitor-{topic}"
+    # Every report, not only the latest: a no-data trigger's report replaces the enforced
+    # batch's within 500 ms, and a poll on a loaded machine can miss that window.
+    reports = []
+    report_progress = listener.onQueryProgress
+
+    def recording(event):
+        report_progress(event)
+        reports.append(listener.latest(event.progress.id))
+
+    listener.onQueryProgress = recording
     with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics"):
         query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp",
                             **{"kafka.group.id": group})
         try:
             # The report of the enforced batch itself (a later no-data trigger gives up nothing).
-            metrics = wait_for(query, lambda: (m := listener.latest(query.id)) and
-                               m.partitions.get(TopicPartition(topic, 0)) and
-                               m.partitions[TopicPartition(topic, 0)].next_offset == 20 and
-                               TopicPartition(topic, 1) in m.given_up and m)
+            metrics = wait_for(query, lambda: next(
+                (m for m in list(reports) if m and m.partitions.get(TopicPartition(topic, 0))
+                 and m.partitions[TopicPartition(topic, 0)].next_offset == 20
+                 and TopicPartition(topic, 1) in m.given_up), None))
             wait_for(query, lambda: any("enforced processing" in r.getMessage() for r in caplog.records))
             time.sleep(1.0)  # a no-data trigger passes the finished batch's end to latestOffset
         finally:
