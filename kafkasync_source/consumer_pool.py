@@ -58,6 +58,8 @@ class ConsumerPool:
         self._lock = threading.Lock()
         self.created = 0
         self.reused = 0
+        self.repositioned = 0
+        """Reused consumers the range reader had to assign afresh (see range_reader._skip_to)."""
 
     def acquire(self, key: Hashable, create: Callable[[], Consumer]) -> PooledConsumer:
         """The pooled consumer for ``key`` (taken out of the pool), or a new one."""

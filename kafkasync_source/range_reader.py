@@ -128,9 +128,10 @@ class RangeReader:
         at the range's end."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
         consumer = pooled.consumer
-        if pooled.position != kafka_range.start:
+        if pooled.position != kafka_range.start and not self._skip_to(pooled, kafka_range.start):
             consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
             pooled.stash = []
+            POOL.repositioned += pooled.position is not None
         next_offset = kafka_range.start
         columns = _Columns(topic, self.include_headers,
                            kafka_range.partition_time if self.include_partition_time else None)
@@ -209,6 +210,41 @@ class RangeReader:
             yield columns.to_batch(self.arrow_schema)
         pooled.position = None if skipped_loss else end
         return True
+
+    @staticmethod
+    def _skip_to(pooled: PooledConsumer, start: int) -> bool:
+        """Move a pooled consumer that stopped below ``start`` up to it through the records it
+        has prefetched meanwhile, dropping those below ``start``; False (the caller assigns it
+        afresh) where they do not reach it or an event comes first.
+
+        Why: Spark runs a batch's tasks in any of an executor's Python workers, each with its
+        own pool, so on a live stream a partition's range lands every other batch on a worker
+        whose consumer stopped a batch behind, and has since been fetching. A new assignment
+        waits for that consumer's fetch in flight (up to ``fetch.wait.max.ms``, 500 ms by
+        default) and then for a fetch of its own: 10-500 ms per range on a real broker, where
+        the queued records are there at once. Only what is already queued is taken (a
+        zero-timeout consume), so this never fetches records below ``start``."""
+        if pooled.position is None or pooled.position > start:
+            return False
+        last_seen = pooled.position - 1
+        while True:
+            if pooled.stash:
+                messages, pooled.stash = pooled.stash, []
+            else:
+                messages = pooled.consumer.consume(num_messages=ARROW_BATCH_ROWS, timeout=0)
+            if not messages:
+                # Every offset below start delivered: the next record the consumer gives is
+                # at or past start. Otherwise the rest may be still unfetched, or a gap.
+                return last_seen == start - 1
+            for index, message in enumerate(messages):
+                error = message.error()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    return False
+                if message.offset() >= start + (error is not None):
+                    pooled.stash = messages[index:]
+                    return True
+                # A record, or an end-of-partition event: every offset below it delivered.
+                last_seen = message.offset() - (error is not None)
 
     @staticmethod
     def _next_messages(pooled: PooledConsumer, count: int) -> list:

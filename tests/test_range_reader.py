@@ -151,7 +151,7 @@ def pool():
     from kafkasync_source.consumer_pool import POOL
 
     POOL.close_all()
-    POOL.created = POOL.reused = 0
+    POOL.created = POOL.reused = POOL.repositioned = 0
     yield POOL
     POOL.close_all()
 
@@ -181,7 +181,38 @@ def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory
     assert offsets_of(reader, KafkaRange(topic, 0, 20, 30)) == list(range(20, 30))  # back
     assert offsets_of(reader, KafkaRange(topic, 0, 70, 80)) == list(range(70, 80))  # ahead
     assert offsets_of(reader, KafkaRange(topic, 0, 80, 100)) == list(range(80, 100))
-    assert (pool.created, pool.reused) == (1, 3)
+    assert (pool.created, pool.reused, pool.repositioned) == (1, 3, 1)
+
+
+def test_a_range_ahead_of_a_pooled_consumer_is_reached_through_its_prefetched_records(
+    kafka_cluster, topic_factory, pool
+):
+    """The live-stream case: the range after the next one comes to this worker. The records
+    in between were fetched with the first (one produce request, one record batch), so the
+    consumer is moved up through them without a new assignment."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(100)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 10)) == list(range(10))
+    assert offsets_of(reader, KafkaRange(topic, 0, 40, 60)) == list(range(40, 60))
+    assert offsets_of(reader, KafkaRange(topic, 0, 99, 100)) == [99]
+    assert (pool.reused, pool.repositioned) == (2, 0)
+
+
+def test_a_consumer_moved_up_past_end_of_partition_events_reads_the_range_exactly(
+    kafka_cluster, topic_factory, pool
+):
+    """End-of-partition events (and records produced after them) among the prefetched ones:
+    whether or not they reach the range, its records are exactly those of the range."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 2)) == [0, 1]
+    time.sleep(0.5)  # the consumer reaches the log end at 5: an end-of-partition event
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(5)])
+    time.sleep(0.5)
+    assert offsets_of(reader, KafkaRange(topic, 0, 5, 8)) == [5, 6, 7]
+    assert offsets_of(reader, KafkaRange(topic, 0, 9, 10)) == [9]
 
 
 def test_a_new_query_never_continues_with_an_earlier_querys_consumer(kafka_cluster, topic_factory, pool):
