@@ -243,6 +243,9 @@ class TimeIndexReader:
         for tp, record in found.items():
             if record is not None:
                 _remember(self._first_records, (tp, asking[tp]), record)
+                # And at its own offset: a search that finds a record past where it asked
+                # often asks for that record next (a window's largest readable one).
+                _remember(self._first_records, (tp, record[0]), record)
             else:  # nothing a consumer reads up to the readable end the probe reached
                 _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
             answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None

@@ -163,3 +163,25 @@ def test_auto_asks_the_index_again_after_1_2_4_8_batches_planned_from_fetched_ti
     finally:
         reader.stop()
     assert asked_at == [1, 2, 4, 8, 16]
+
+
+def test_a_record_found_past_where_the_probe_asked_is_remembered_at_its_own_offset(kafka_cluster, topic_factory):
+    """A search that finds the record after a transaction marker asks for that record next
+    (Kafka 4.3.1: a window's largest readable record); the broker sends a whole record batch
+    for each ask, so the second is answered from what the first found."""
+    topic = topic_factory(1)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t") for i in range(3)])  # 0-2, marker 3
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"p") for i in range(3)])  # 4-6
+    reader = TimeIndexReader({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    tp = TopicPartition(topic, 0)
+    try:
+        assert reader.first_records({tp: (3, 7)}) == {tp: (4, BASE_TS + 10)}
+        assert reader.record_rounds == 1
+        assert reader.first_records({tp: (4, 7)}) == {tp: (4, BASE_TS + 10)}
+        assert reader.first_records({tp: (4, 5)}) == {tp: (4, BASE_TS + 10)}
+        assert reader.first_records({tp: (4, 4)}) == {tp: None}  # below the range's end only
+        assert reader.record_rounds == 1
+        assert reader.first_records({tp: (5, 7)}) == {tp: (5, BASE_TS + 11)}
+        assert reader.record_rounds == 2
+    finally:
+        reader.close()
