@@ -10,7 +10,8 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
 1. **Backlog**: 8 x 50,000 records of 1 KB (400 MB of values), read once with
    ``trigger(availableNow=True)`` into the ``noop`` sink, each read in a Spark of its own (a
    child process), the two sources alternating, ``RUNS`` each (median). Per read: seconds of
-   the query (not Spark's start), bytes the broker sent per payload byte
+   the query (not Spark's start; also the same read again in that Spark, "warm", and the
+   seconds of its triggers alone), bytes the broker sent per payload byte
    (:class:`~benchmarks.broker_bytes.BrokerBytesSampler`), and peak RSS (``VmHWM``) of the
    driver's JVM (in ``local[2]`` it runs the executors' JVM side too; format("kafka") plans in
    it), of the driver's Python process, and of Spark's Python streaming source runner, where
@@ -126,20 +127,32 @@ def _jvm_pid(spark) -> int:
 # -- child processes: one Spark each --------------------------------------------------------
 
 def child_backlog(spark, source: str, bootstrap: str, topic: str, records: int) -> dict[str, Any]:
-    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))
-    for key, value in _options(source).items():
-        reader = reader.option(key, value)
-    started = time.perf_counter()
-    with SourceRunnerPeak() as runner:
+    """The backlog read in a new Spark (the figure the target is about), then again in the same
+    Spark ("warm": its JVM compiled, the executors' Python workers started); per read, the
+    query's seconds and its triggers' (``triggerExecution``), the rest being the query's start
+    and stop."""
+    def read_once() -> tuple[float, float]:
+        reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest"))
+        for key, value in _options(source).items():
+            reader = reader.option(key, value)
+        started = time.perf_counter()
         query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
         query.awaitTermination()
-    seconds = time.perf_counter() - started
-    rows = sum(p.numInputRows for p in query.recentProgress)
-    if rows != records:
-        raise RuntimeError(f"{source} read {rows} of {records} records")
-    return {"seconds": seconds, "jvm_peak_rss": _peak_rss_bytes(_jvm_pid(spark)),
-            "python_peak_rss": _peak_rss_bytes(os.getpid()), "source_runner_peak_rss": runner.peak}
+        seconds = time.perf_counter() - started
+        rows = sum(p.numInputRows for p in query.recentProgress)
+        if rows != records:
+            raise RuntimeError(f"{source} read {rows} of {records} records")
+        return seconds, sum(p.durationMs.get("triggerExecution", 0) for p in query.recentProgress) / 1000
+
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    with SourceRunnerPeak() as runner, BrokerBytesSampler(port) as sampler:
+        seconds, trigger_seconds = read_once()
+    result = {"seconds": seconds, "trigger_seconds": trigger_seconds, "bytes_sent": sampler.bytes_sent,
+              "jvm_peak_rss": _peak_rss_bytes(_jvm_pid(spark)),
+              "python_peak_rss": _peak_rss_bytes(os.getpid()), "source_runner_peak_rss": runner.peak}
+    result["warm_seconds"], result["warm_trigger_seconds"] = read_once()
+    return result
 
 
 def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float) -> dict[str, Any]:
@@ -249,20 +262,21 @@ def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
     topic = f"kafkasync-side-by-side-{int(time.time())}"
     payload = produce_backlog(bootstrap, topic, records_per_partition)
     records = PARTITIONS * records_per_partition
-    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
     runs_by_source: dict[str, list[dict[str, Any]]] = {source: [] for source in SOURCES}
     for source in SOURCES * runs:
-        log(f"side by side: {LABELS[source]} reads the backlog ({records:,} records)")
-        with BrokerBytesSampler(port) as sampler:
-            run = _run_child("backlog", "--source", source, "--bootstrap", bootstrap, "--topic", topic,
-                             "--records", str(records), "--jars", jars)
-        runs_by_source[source].append({**run, "bytes_per_payload_byte": sampler.bytes_sent / payload})
+        log(f"side by side: {LABELS[source]} reads the backlog ({records:,} records), twice")
+        run = _run_child("backlog", "--source", source, "--bootstrap", bootstrap, "--topic", topic,
+                         "--records", str(records), "--jars", jars)
+        bytes_sent = run.pop("bytes_sent")
+        runs_by_source[source].append({**run, "bytes_per_payload_byte": bytes_sent / payload})
     result: dict[str, Any] = {"records": records, "payload_bytes": payload,
                               "value_bytes": VALUE_BYTES, "key_bytes": KEY_BYTES, "runs": runs}
     for source, measured in runs_by_source.items():
         result[LABELS[source]] = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
-    result["kafkasync_speed_vs_format_kafka"] = (
-        result[LABELS["kafka"]]["seconds"] / result[LABELS["kafkasync"]]["seconds"])
+    for name, figure in (("kafkasync_speed_vs_format_kafka", "seconds"),
+                         ("warm_kafkasync_speed_vs_format_kafka", "warm_seconds"),
+                         ("warm_trigger_kafkasync_speed_vs_format_kafka", "warm_trigger_seconds")):
+        result[name] = result[LABELS["kafka"]][figure] / result[LABELS["kafkasync"]][figure]
     return result
 
 
