@@ -150,9 +150,10 @@ class RangeReader:
                 # rest of the range is an offset gap (e.g. a transaction marker just before
                 # the end). Without this the reader would go on, one record per call, until
                 # the end of the log. What came from that record on is kept, in order, for
-                # the next range of this partition.
+                # the next range of this partition, ahead of what the stash still holds
+                # (messages came from its head when it held more than the range needed).
                 cut = next(i for i, m in enumerate(messages) if m.error() is None and m.offset() >= end)
-                pooled.stash = messages[cut:]
+                pooled.stash = messages[cut:] + pooled.stash
                 errors = [m for m in messages[:cut] if m.error() is not None]
                 records = [m for m in records if m.offset() < end]
                 next_offset = end

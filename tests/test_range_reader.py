@@ -199,6 +199,27 @@ def test_a_range_ahead_of_a_pooled_consumer_is_reached_through_its_prefetched_re
     assert (pool.reused, pool.repositioned) == (2, 0)
 
 
+def test_a_consumer_moved_up_across_a_transaction_marker_keeps_every_prefetched_record(
+    kafka_cluster, topic_factory, pool, monkeypatch
+):
+    """The defect CI found on Kafka 4.3.1 (integration/test_log_shapes.py, re-runs differed): a
+    consumer moved up through its prefetched records holds more of them than the range needs;
+    a marker's gap within the range took its end record early, and what was held past it was
+    dropped, so the next range jumped over them and silently ended short."""
+    import kafkasync_source.range_reader as range_reader
+
+    monkeypatch.setattr(range_reader, "ARROW_BATCH_ROWS", 8)  # a few records per consume()
+    topic = topic_factory(1)
+    kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t") for i in range(5)])
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"a") for i in range(30)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 2)) == [0, 1]
+    time.sleep(0.5)  # the rest of the log is prefetched
+    assert offsets_of(reader, KafkaRange(topic, 0, 3, 7)) == [3, 4, 6]  # the marker at 5
+    assert offsets_of(reader, KafkaRange(topic, 0, 7, 36)) == list(range(7, 36))
+    assert (pool.reused, pool.repositioned) == (2, 0)
+
+
 def test_a_consumer_moved_up_past_end_of_partition_events_reads_the_range_exactly(
     kafka_cluster, topic_factory, pool
 ):
