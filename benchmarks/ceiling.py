@@ -3,9 +3,9 @@
 ``format("kafkasync-ceiling")`` is a streaming Python data source that does no Kafka work at
 all: its micro-batches have kafkasync's shape on the benchmark data (8 input partitions of
 10,000 rows each, one per Kafka partition, the Kafka schema with 8-byte keys and 100-byte
-values), and ``read()`` yields a ready-made Arrow batch. Whatever it reaches into the
-``noop`` sink is the most any Python source can reach with that batch shape on this machine:
-Spark's per-batch and per-task costs, Arrow transfer to the JVM, and row conversion.
+values; ``valueBytes`` sets the values' size), and ``read()`` yields a ready-made Arrow batch.
+Whatever it reaches into the ``noop`` sink is the most any Python source can reach with that
+batch shape on this machine: Spark's per-batch and per-task costs, Arrow transfer to the JVM, and row conversion.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ _CACHE: dict = {}
 
 
 class _Task(InputPartition):
-    def __init__(self, partition: int, rows: int) -> None:
+    def __init__(self, partition: int, rows: int, value_bytes: int) -> None:
         self.partition = partition
         self.rows = rows
+        self.value_bytes = value_bytes
 
 
-def _arrow_batch(partition: int, rows: int):
-    key = (partition, rows)
+def _arrow_batch(partition: int, rows: int, value_bytes: int):
+    key = (partition, rows, value_bytes)
     if key not in _CACHE:
         import numpy as np
         import pyarrow as pa
@@ -36,7 +37,7 @@ def _arrow_batch(partition: int, rows: int):
         _CACHE[key] = pa.RecordBatch.from_arrays(
             [
                 pa.array([b"k%07d" % i for i in range(rows)], pa.binary()),
-                pa.array([b"v" * 100] * rows, pa.binary()),
+                pa.array([b"v" * value_bytes] * rows, pa.binary()),
                 pa.array(["bench"] * rows, pa.string()),
                 pa.array(np.full(rows, partition, dtype=np.int32)),
                 pa.array(offsets),
@@ -49,8 +50,8 @@ def _arrow_batch(partition: int, rows: int):
 
 
 class _CeilingStream(DataSourceStreamReader):
-    def __init__(self, batches: int, partitions: int, rows: int) -> None:
-        self._batches, self._partitions, self._rows = batches, partitions, rows
+    def __init__(self, batches: int, partitions: int, rows: int, value_bytes: int) -> None:
+        self._batches, self._partitions, self._rows, self._value_bytes = batches, partitions, rows, value_bytes
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
@@ -61,14 +62,14 @@ class _CeilingStream(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict):
         return [
-            _Task(p, self._rows)
+            _Task(p, self._rows, self._value_bytes)
             for _ in range(end["batch"] - start["batch"])
             for p in range(self._partitions)
         ]
 
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, _Task)
-        yield _arrow_batch(partition.partition, partition.rows)
+        yield _arrow_batch(partition.partition, partition.rows, partition.value_bytes)
 
     def commit(self, end: dict) -> None:
         pass
@@ -87,4 +88,5 @@ class CeilingDataSource(DataSource):
             int(self.options.get("batches", "4")),
             int(self.options.get("partitions", "8")),
             int(self.options.get("rows", "10000")),
+            int(self.options.get("valueBytes", "100")),
         )

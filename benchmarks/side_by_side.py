@@ -16,6 +16,9 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
    driver's JVM (in ``local[2]`` it runs the executors' JVM side too; format("kafka") plans in
    it), of the driver's Python process, and of Spark's Python streaming source runner, where
    kafkasync plans (:class:`SourceRunnerPeak`; none for format("kafka")).
+   Beside them, the same backlog's rows from :mod:`benchmarks.ceiling`, a Python streaming
+   source that does no Kafka work (one batch of ready-made Arrow batches, one input partition
+   per Kafka partition): Spark's floor for any Python source on this machine, cold and warm.
 2. **Latency**: a live stream of 2,000 records/s over 8 partitions for 60 s, read by each
    source in turn (default trigger, ``max.task.idle.ms=0`` for kafkasync): per record, the time
    from its ``CreateTime`` (stamped by the producer) to its batch's ``foreachBatch``, p50/p99,
@@ -47,6 +50,9 @@ from benchmarks.broker_bytes import (BrokerBytesSampler, KEY_BYTES, PARTITIONS, 
 
 SOURCES = ("kafka", "kafkasync")
 LABELS = {"kafka": 'format("kafka")', "kafkasync": "kafkasync"}
+FLOOR = "kafkasync-ceiling"
+"""``benchmarks.ceiling``'s source, read beside the two: what a Python source costs in Spark."""
+FLOOR_LABEL = "Python source floor"
 RUNS = 2
 RATE, LIVE_SECONDS = 2_000, 60
 TARGETS = {"speed_vs_format_kafka": 1.2, "bytes_per_payload_byte": 1.1, "p99_extra_ms": 100}
@@ -126,16 +132,27 @@ def _jvm_pid(spark) -> int:
 
 # -- child processes: one Spark each --------------------------------------------------------
 
+def _backlog_reader(spark, source: str, bootstrap: str, topic: str, records: int):
+    if source == FLOOR:
+        from benchmarks.ceiling import CeilingDataSource
+
+        spark.dataSource.register(CeilingDataSource)
+        return (spark.readStream.format(FLOOR).option("batches", 1).option("partitions", PARTITIONS)
+                .option("rows", records // PARTITIONS).option("valueBytes", VALUE_BYTES))
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in _options(source).items():
+        reader = reader.option(key, value)
+    return reader
+
+
 def child_backlog(spark, source: str, bootstrap: str, topic: str, records: int) -> dict[str, Any]:
     """The backlog read in a new Spark (the figure the target is about), then again in the same
     Spark ("warm": its JVM compiled, the executors' Python workers started); per read, the
     query's seconds and its triggers' (``triggerExecution``), the rest being the query's start
     and stop."""
     def read_once() -> tuple[float, float]:
-        reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("startingOffsets", "earliest"))
-        for key, value in _options(source).items():
-            reader = reader.option(key, value)
+        reader = _backlog_reader(spark, source, bootstrap, topic, records)
         started = time.perf_counter()
         query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
         query.awaitTermination()
@@ -227,7 +244,7 @@ def _phases(progress: list) -> dict[str, float]:
 def child_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=("backlog", "latency"))
-    parser.add_argument("--source", choices=SOURCES, required=True)
+    parser.add_argument("--source", choices=(*SOURCES, FLOOR), required=True)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--records", type=int, default=0)
@@ -262,21 +279,23 @@ def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
     topic = f"kafkasync-side-by-side-{int(time.time())}"
     payload = produce_backlog(bootstrap, topic, records_per_partition)
     records = PARTITIONS * records_per_partition
-    runs_by_source: dict[str, list[dict[str, Any]]] = {source: [] for source in SOURCES}
-    for source in SOURCES * runs:
-        log(f"side by side: {LABELS[source]} reads the backlog ({records:,} records), twice")
+    runs_by_source: dict[str, list[dict[str, Any]]] = {source: [] for source in (*SOURCES, FLOOR)}
+    labels = {**LABELS, FLOOR: FLOOR_LABEL}
+    for source in (*SOURCES, FLOOR) * runs:
+        log(f"side by side: {labels[source]} reads the backlog ({records:,} records), twice")
         run = _run_child("backlog", "--source", source, "--bootstrap", bootstrap, "--topic", topic,
                          "--records", str(records), "--jars", jars)
         bytes_sent = run.pop("bytes_sent")
-        runs_by_source[source].append({**run, "bytes_per_payload_byte": bytes_sent / payload})
+        if source != FLOOR:  # it reads no broker
+            run["bytes_per_payload_byte"] = bytes_sent / payload
+        runs_by_source[source].append(run)
     result: dict[str, Any] = {"records": records, "payload_bytes": payload,
                               "value_bytes": VALUE_BYTES, "key_bytes": KEY_BYTES, "runs": runs}
     for source, measured in runs_by_source.items():
-        result[LABELS[source]] = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
-    for name, figure in (("kafkasync_speed_vs_format_kafka", "seconds"),
-                         ("warm_kafkasync_speed_vs_format_kafka", "warm_seconds"),
-                         ("warm_trigger_kafkasync_speed_vs_format_kafka", "warm_trigger_seconds")):
-        result[name] = result[LABELS["kafka"]][figure] / result[LABELS["kafkasync"]][figure]
+        result[labels[source]] = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
+    for reader, label in (("kafkasync", LABELS["kafkasync"]), ("floor", FLOOR_LABEL)):
+        for prefix, figure in (("", "seconds"), ("warm_", "warm_seconds"), ("warm_trigger_", "warm_trigger_seconds")):
+            result[f"{prefix}{reader}_speed_vs_format_kafka"] = result[LABELS["kafka"]][figure] / result[label][figure]
     return result
 
 
@@ -304,7 +323,8 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     extra = results["latency"]["p99_extra_ms"]
     return {
         "speed_vs_format_kafka": {"value": round(speed, 3), "target": f">= {TARGETS['speed_vs_format_kafka']}",
-                                  "met": speed >= TARGETS["speed_vs_format_kafka"]},
+                                  "met": speed >= TARGETS["speed_vs_format_kafka"],
+                                  "python_source_floor": round(results["backlog"]["floor_speed_vs_format_kafka"], 3)},
         "bytes_per_payload_byte": {"value": round(bytes_ratio, 3),
                                    "target": f"<= {TARGETS['bytes_per_payload_byte']}",
                                    "met": bytes_ratio <= TARGETS["bytes_per_payload_byte"]},
@@ -361,9 +381,12 @@ def draw(results: dict[str, Any], path: str) -> None:
          [(back[n]["jvm_peak_rss"] + back[n]["python_peak_rss"] + back[n]["source_runner_peak_rss"]) / 2**20
           for n in names]),
     ]
+    floor = back.get(FLOOR_LABEL)
+    if floor is not None:  # results written before the floor was measured have none
+        panels[0] = (panels[0][0], [*panels[0][1], floor["seconds"]])
     figure, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for axis, (title, values) in zip(axes, panels):
-        axis.bar(names, values, color=colours)
+        axis.bar([*names, "Python source\nfloor"][:len(values)], values, color=[*colours, "#dddddd"][:len(values)])
         axis.set_title(title, fontsize=10)
         for x, value in enumerate(values):
             label = f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:,.0f}"

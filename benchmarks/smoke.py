@@ -83,6 +83,7 @@ def side_by_side() -> int:
     _check(f"side by side (Spark {figures['spark_version']})", figures,
            *(f"backlog.{label}.{figure}" for label in benchmark.LABELS.values()
              for figure in ("seconds", "warm_seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss")),
+           f"backlog.{benchmark.FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
            "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
            "latency.kafkasync.steady.p99_ms", "latency.kafkasync.trigger_ms.addBatch",
            "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms")
