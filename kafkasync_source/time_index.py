@@ -49,6 +49,8 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _REQUEST_TIMEOUT_S = 5.0
 """A healthy broker answers ListOffsets in milliseconds; a deleted topic or a broker that is
 down makes librdkafka wait for the whole timeout."""
+_UNKNOWN_OFFSET = -1
+"""A broker's answer where no offset fits the look-up (``ListOffsetsResponse.UNKNOWN_OFFSET``)."""
 _LATEST, _EARLIEST, _MAX_TIMESTAMP = -1, -2, -3
 """The ListOffsets protocol's special times (``ListOffsetsRequest.LATEST_TIMESTAMP``,
 ``EARLIEST_TIMESTAMP``, ``MAX_TIMESTAMP``); any other is a time to look up."""
@@ -348,11 +350,31 @@ class TimeIndexReader:
                 continue
             for kafka_tp, result in results.items():
                 tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
-                if isinstance(result, KafkaError):
-                    failures[tp] = result
+                failure = _failure(result)
+                if failure is not None:
+                    failures[tp] = failure
                 else:
                     answers[tp] = (result.offset, result.timestamp)
         return answers, failures
+
+
+def _failure(result: Any) -> Optional[KafkaError]:
+    """The error of one partition's ListOffsets result, if it is not a broker's answer.
+
+    A broker answers an offset >= -1 (-1, ``ListOffsetsResponse.UNKNOWN_OFFSET``: no record
+    at or past the time). librdkafka's ListOffsets (confluent-kafka 2.16) also returned offset
+    -1001 (``RD_KAFKA_OFFSET_INVALID``) without an error for partitions whose leader had just
+    been killed (Kafka 4.3.1, ``integration/test_three_brokers.py``). Taken as an answer, -1001
+    read as "no record at or past the time", so a cut took such a partition's whole window while
+    cutting the others at a time level, and records of a partition left behind arrived behind
+    stream time (CI). It is a look-up that failed: asked again with fresh metadata (the
+    partition's leader moved), else as any failure."""
+    if isinstance(result, KafkaError):
+        return result
+    if result.offset < _UNKNOWN_OFFSET:
+        return KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no answer from the partition's leader "
+                          f"(librdkafka returned offset {result.offset})", retriable=True)
+    return None
 
 
 def _remember(answers: dict, key: tuple[TopicPartition, int], answer: Any) -> None:
