@@ -214,6 +214,17 @@ class TimeIndexReader:
         timestamp is >= the time and that timestamp, None where none lies below the readable
         end."""
         answers = self._list(times, "offsets by time")
+        lost = {tp: f"the brokers gave no answer for offsets by time (librdkafka returned offset {answer[0]})"
+                for tp, answer in answers.items() if answer is not None and answer[0] < _UNKNOWN_OFFSET}
+        if lost:
+            # A broker answers -1 where no record lies at or past the time. librdkafka's
+            # ListOffsets (confluent-kafka 2.16) also returned -1001 (RD_KAFKA_OFFSET_INVALID),
+            # without an error, for partitions whose leader had just been killed (Kafka 4.3.1,
+            # integration/test_three_brokers.py). Read as "none", it let a cut take such a
+            # partition's whole window while cutting the others at a time level. Asking again
+            # at once with a renewed client made a restarted broker's query crawl (CI): the
+            # batch is planned from fetched records instead, as for a log that moved back.
+            raise IndexCannotAnswer(lost)
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
@@ -350,31 +361,11 @@ class TimeIndexReader:
                 continue
             for kafka_tp, result in results.items():
                 tp = TopicPartition(kafka_tp.topic, kafka_tp.partition)
-                failure = _failure(result)
-                if failure is not None:
-                    failures[tp] = failure
+                if isinstance(result, KafkaError):
+                    failures[tp] = result
                 else:
                     answers[tp] = (result.offset, result.timestamp)
         return answers, failures
-
-
-def _failure(result: Any) -> Optional[KafkaError]:
-    """The error of one partition's ListOffsets result, if it is not a broker's answer.
-
-    A broker answers an offset >= -1 (-1, ``ListOffsetsResponse.UNKNOWN_OFFSET``: no record
-    at or past the time). librdkafka's ListOffsets (confluent-kafka 2.16) also returned offset
-    -1001 (``RD_KAFKA_OFFSET_INVALID``) without an error for partitions whose leader had just
-    been killed (Kafka 4.3.1, ``integration/test_three_brokers.py``). Taken as an answer, -1001
-    read as "no record at or past the time", so a cut took such a partition's whole window while
-    cutting the others at a time level, and records of a partition left behind arrived behind
-    stream time (CI). It is a look-up that failed: asked again with fresh metadata (the
-    partition's leader moved), else as any failure."""
-    if isinstance(result, KafkaError):
-        return result
-    if result.offset < _UNKNOWN_OFFSET:
-        return KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no answer from the partition's leader "
-                          f"(librdkafka returned offset {result.offset})", retriable=True)
-    return None
 
 
 def _remember(answers: dict, key: tuple[TopicPartition, int], answer: Any) -> None:
@@ -430,8 +421,10 @@ class TimeIndexPath:
         self._largest = {tp: (latest[tp], answer) for tp, answer in largest.items()  # type: ignore[misc]
                          if answer is not None and latest[tp] is not None}
         moved_back = {
-            tp: f"its log now ends at offset {end}, below the position "
-                f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
+            tp: f"the brokers gave no latest offset (librdkafka returned {end}; see first_offsets)"
+            if end < _UNKNOWN_OFFSET else
+            f"its log now ends at offset {end}, below the position "
+            f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
             for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
         }
         if moved_back:

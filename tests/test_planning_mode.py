@@ -187,28 +187,29 @@ def test_a_record_found_past_where_the_probe_asked_is_remembered_at_its_own_offs
         reader.close()
 
 
-def test_an_offset_no_broker_answers_is_a_failed_look_up_asked_again_with_fresh_metadata(
+def test_an_offset_no_broker_answers_is_no_answer_and_the_fetch_path_plans_the_batch(
         kafka_cluster, topic_factory, monkeypatch):
     """librdkafka's ListOffsets returned offset -1001 without an error for partitions whose
     leader had just been killed (Kafka 4.3.1, integration/test_three_brokers.py). A broker
     answers -1 where no record lies at or past a time; -1001 is no answer at all, and read as
-    "none" it made a cut take a whole window. The reader renews its client and asks again."""
+    "none" it made a cut take a whole window. The index cannot answer: the batch falls back."""
     from confluent_kafka.admin import ListOffsetsResultInfo
 
     from kafkasync_source import time_index
+    from kafkasync_source.index_planner import IndexCannotAnswer
 
     topic = topic_factory(1)
     tp = TopicPartition(topic, 0)
     real = time_index._AdminClientImpl
-    calls = []
 
     class FirstAnswerLost:
         """librdkafka's C call as it answered right after the leader was killed, then as usual."""
+        calls = 0
 
         @staticmethod
         def list_offsets(admin, partitions, future, **settings):
-            calls.append(len(partitions))
-            if len(calls) == 1:
+            FirstAnswerLost.calls += 1
+            if FirstAnswerLost.calls == 1:
                 future.set_result({partition: ListOffsetsResultInfo(-1001, -1, -1) for partition in partitions})
             else:
                 real.list_offsets(admin, partitions, future, **settings)
@@ -216,20 +217,9 @@ def test_an_offset_no_broker_answers_is_a_failed_look_up_asked_again_with_fresh_
     monkeypatch.setattr(time_index, "_AdminClientImpl", FirstAnswerLost)
     reader = TimeIndexReader({"bootstrap.servers": kafka_cluster.bootstrap_servers}, fall_back_on_failure=True)
     try:
+        with pytest.raises(IndexCannotAnswer, match="-1001") as cannot:
+            reader.first_offsets({tp: BASE_TS})
+        assert list(cannot.value.reasons) == [tp] and not cannot.value.lookup_failed
         assert reader.first_offsets({tp: BASE_TS}) == {tp: None}  # the embedded cluster answers -1
-        assert (len(calls), reader.renewals) == (2, 1)
     finally:
         reader.close()
-
-
-def test_the_answers_a_broker_gives_are_kept_and_librdkafkas_invalid_offset_is_a_failure():
-    from confluent_kafka.admin import ListOffsetsResultInfo
-
-    from kafkasync_source.time_index import _failure
-
-    assert _failure(ListOffsetsResultInfo(42, BASE_TS, 0)) is None
-    assert _failure(ListOffsetsResultInfo(-1, -1, -1)) is None  # UNKNOWN_OFFSET: no record there
-    lost = _failure(ListOffsetsResultInfo(-1001, -1, -1))
-    assert lost is not None and lost.code() == KafkaError.LEADER_NOT_AVAILABLE and "-1001" in lost.str()
-    timed_out = KafkaError(KafkaError._TIMED_OUT)
-    assert _failure(timed_out) is timed_out
