@@ -133,6 +133,45 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         ),
     ),
     OptionDoc(
+        ('eventTime.jsonPath', 'eventTime.header', 'eventTime.extractor'),
+        'none (the Kafka timestamp)',
+        (
+            "kafkasync's own: where each record's event time is, when its Kafka timestamp is not it (a "
+            're-published topic, CDC, buffered uploads). At most one: a JSONPath into the value as '
+            "`get_json_object` writes it (`$.ts`, `$.source.ts_ms`, `$['a b'][0]`; no wildcards); a "
+            "header's name; or `package.module:function`, a Python callable `(key, value, headers, "
+            'timestamp_ms) -> int | datetime | None` (epoch ms; a naive datetime is UTC) importable on the '
+            'driver and every executor. Batches synchronize on that time (cut, caps, idling, '
+            '`maxEventTimePerTrigger`, partition time), an `eventTime` timestamp column is added '
+            '(`timestamp` stays Kafka\'s), and batches are planned from records the driver reads (the '
+            "brokers' time index knows Kafka timestamps only; `planningMode=timeIndex` is refused). "
+            'A path that cannot parse, a module that does not import, fail at `load()`. See [Event time '
+            'from the record](../event-time.md)'
+        ),
+    ),
+    OptionDoc(
+        ('eventTime.format',),
+        '`epochMillis`',
+        (
+            '`epochMillis`, `epochSeconds` (fractions allowed), `epochMicros` — a JSON number or a string '
+            'holding one — or `iso8601` text (`2024-05-01T12:00:00.250Z`, `+02:00`; no offset: UTC). A '
+            'header in an epoch format may also hold an 8-byte big-endian long (KIP-472\'s encoding). Not '
+            'with `eventTime.extractor`'
+        ),
+    ),
+    OptionDoc(
+        ('eventTime.onInvalid',),
+        '`fail`',
+        (
+            'a record without a valid time (missing, null, not in the format, negative, not JSON, a '
+            'function returning None): `fail` the query once every record before it was processed, naming'
+            ' topic, partition, offset and why (Kafka Streams\' `FailOnInvalidTimestamp`); `skip`: read it '
+            'with a null `eventTime`, taking no part in synchronization; `partitionTime`: the partition\'s'
+            ' time so far (`UsePartitionTimeOnInvalidTimestamp`; fails while the partition has none); '
+            '`recordTimestamp`: its Kafka timestamp. A function that raises always fails the query'
+        ),
+    ),
+    OptionDoc(
         ('driver.buffer.bytes',),
         '`33554432` (32 MiB)',
         (

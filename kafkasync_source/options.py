@@ -17,6 +17,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union, overload
 
+from kafkasync_source.event_time import (
+    EVENT_TIME_OPTIONS,
+    EXTRACTOR,
+    FORMATS,
+    INVALID_POLICIES,
+    USE_PARTITION_TIME,
+    EventTimeOptions,
+)
 from kafkasync_source.java_client_settings import (
     JavaClientSettingError,
     drop_or_refuse_java_settings,
@@ -162,6 +170,17 @@ class SourceOptions:
     """Compacted Kafka topic holding durable stop offsets."""
     planning_mode: str = PLANNING_AUTO
     """``planningMode``: where the driver learns timestamps (see PLANNING_MODES)."""
+    event_time: Optional[EventTimeOptions] = None
+    """``eventTime.*``: the record's time is read from its value, a header or a function, not
+    its Kafka timestamp (event_time.py); None: the Kafka timestamp."""
+
+    @property
+    def tracks_partition_time(self) -> bool:
+        """Whether executors follow each partition's time through its range: for the
+        ``partitionTime`` column, or for records that take it as their event time."""
+        return self.include_partition_time or (
+            self.event_time is not None and self.event_time.on_invalid == USE_PARTITION_TIME
+        )
 
     @property
     def bootstrap_servers(self) -> str:
@@ -264,6 +283,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
     max_task_idle_ms = _max_task_idle_ms(lowered.get("max.task.idle.ms", "0"))
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
+    planning_mode = _planning_mode(lowered)
     return SourceOptions(
         subscription=_subscription(lowered),
         client_config=client_config,
@@ -309,17 +329,72 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         autostop_offsets=autostop_offsets,
         autostop_key=autostop_key,
         autostop_topic=autostop_topic,
-        planning_mode=_planning_mode(lowered),
+        planning_mode=planning_mode,
+        event_time=_event_time(lowered, planning_mode),
     )
 
 
 def _planning_mode(lowered: Mapping[str, str]) -> str:
-    value = lowered.get("planningmode", PLANNING_AUTO).strip()
-    for mode in PLANNING_MODES:
-        if value.lower() == mode.lower():
-            return mode
+    return _one_of(lowered, "planningMode", PLANNING_MODES)
+
+
+def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[EventTimeOptions]:
+    """``eventTime.jsonPath`` / ``.header`` / ``.extractor`` (at most one), ``eventTime.format``
+    and ``eventTime.onInvalid``. The path is compiled and the function imported here, so that a
+    bad one fails at ``load()``."""
+    given = {source: lowered[option.lower()] for source, option in EVENT_TIME_OPTIONS.items()
+             if option.lower() in lowered}
+    modifiers = [name for name in ("eventTime.format", "eventTime.onInvalid") if name.lower() in lowered]
+    if not given:
+        if modifiers:
+            raise KafkaSyncOptionError(
+                f"Option '{modifiers[0]}' needs one of the options "
+                f"{', '.join(repr(option) for option in EVENT_TIME_OPTIONS.values())}, which say where "
+                "the event time is."
+            )
+        return None
+    if len(given) > 1:
+        raise KafkaSyncOptionError(
+            "At most one of the options "
+            f"{', '.join(repr(EVENT_TIME_OPTIONS[source]) for source in given)} may be set: a record "
+            "has one event time."
+        )
+    (source, expression), = given.items()
+    option = EVENT_TIME_OPTIONS[source]
+    if not expression.strip():
+        raise KafkaSyncOptionError(f"Option '{option}' must not be empty.")
+    if source == EXTRACTOR and "eventtime.format" in lowered:
+        raise KafkaSyncOptionError(
+            "Option 'eventTime.format' does not apply to 'eventTime.extractor': the function "
+            "returns epoch milliseconds or a datetime."
+        )
+    if planning_mode == PLANNING_TIME_INDEX:
+        raise KafkaSyncOptionError(
+            f"Option '{option}' cannot be combined with planningMode=timeIndex: the brokers' time "
+            "index knows Kafka timestamps only, so batches are planned from fetched records (use "
+            "planningMode=auto or fetch)."
+        )
+    options = EventTimeOptions(
+        source=source,
+        expression=expression.strip() if source == EXTRACTOR else expression,
+        format=_one_of(lowered, "eventTime.format", FORMATS),
+        on_invalid=_one_of(lowered, "eventTime.onInvalid", INVALID_POLICIES),
+    )
+    try:
+        options.check()
+    except ValueError as err:
+        raise KafkaSyncOptionError(str(err)) from None
+    return options
+
+
+def _one_of(lowered: Mapping[str, str], display: str, allowed: tuple[str, ...]) -> str:
+    """A keyword option, matched case-insensitively; ``allowed[0]`` is the default."""
+    value = lowered.get(display.lower(), allowed[0]).strip()
+    for keyword in allowed:
+        if value.lower() == keyword.lower():
+            return keyword
     raise KafkaSyncOptionError(
-        f"Option 'planningMode' must be one of {', '.join(PLANNING_MODES)}; got {value!r}."
+        f"Option '{display}' must be one of {', '.join(allowed)}; got {value!r}."
     )
 
 

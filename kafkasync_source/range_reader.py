@@ -25,6 +25,14 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
 from kafkasync_source.consumer_pool import POOL, PooledConsumer
+from kafkasync_source.event_time import (
+    NO_TIME,
+    PARTITION_TIME,
+    EventTimeOptions,
+    KafkaSyncEventTimeError,
+    RecordTime,
+    record_time,
+)
 from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.offset_reader import partitions_gone
 from kafkasync_source.options import SourceOptions, consumer_group_id
@@ -67,6 +75,10 @@ class RangeReader:
     include_partition_time: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    event_time: Optional[EventTimeOptions] = None
+    """``eventTime.*``: where each record's event time is (None: no ``eventTime`` column)."""
+    tracks_partition_time: bool = False
+    """Follow each partition's time through a range (see SourceOptions.tracks_partition_time)."""
 
     @classmethod
     def from_options(cls, options: SourceOptions, schema: StructType) -> "RangeReader":
@@ -77,6 +89,8 @@ class RangeReader:
             include_partition_time=options.include_partition_time,
             fail_on_data_loss=options.fail_on_data_loss,
             poll_timeout_ms=options.poll_timeout_ms,
+            event_time=options.event_time,
+            tracks_partition_time=options.tracks_partition_time,
         )
 
     def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
@@ -133,8 +147,12 @@ class RangeReader:
             pooled.stash = []
             POOL.repositioned += pooled.position is not None
         next_offset = kafka_range.start
-        columns = _Columns(topic, self.include_headers,
-                           kafka_range.partition_time if self.include_partition_time else None)
+        columns = _Columns(
+            topic, self.include_headers,
+            partition_time=kafka_range.partition_time if self.tracks_partition_time else None,
+            partition_time_column=self.include_partition_time,
+            event_time=None if self.event_time is None else record_time(self.event_time),
+        )
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
         skipped_loss = False
@@ -341,12 +359,25 @@ def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, 
 class _Columns:
     """Column-wise accumulation of consumed records, turned into one RecordBatch at a time."""
 
-    def __init__(self, topic: str, include_headers: bool, partition_time: Optional[int] = None) -> None:
-        """``partition_time``: with ``includePartitionTime``, the partition's time before the
-        range's first record (-1: none); None leaves the column out."""
+    def __init__(
+        self,
+        topic: str,
+        include_headers: bool,
+        *,
+        partition_time: Optional[int] = None,
+        partition_time_column: bool = False,
+        event_time: Optional[RecordTime] = None,
+    ) -> None:
+        """``partition_time``: the partition's time before the range's first record (-1: none),
+        from which its running maximum continues; None where it is not followed.
+        ``partition_time_column``: add it as ``partitionTime`` (``includePartitionTime``).
+        ``event_time``: the ``eventTime.*`` seam; None: no ``eventTime`` column, and the
+        partition time follows the Kafka timestamps."""
         self._topic = topic
         self._include_headers = include_headers
         self._partition_time = partition_time
+        self._partition_time_column = partition_time_column
+        self._event_time = event_time
         self._clear()
 
     def _clear(self) -> None:
@@ -356,6 +387,7 @@ class _Columns:
         self.offsets: list[int] = []
         self.timestamps: list[tuple[int, int]] = []  # (kind, ms) as confluent-kafka gives them
         self.headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
+        self.event_times: list[int] = []  # time codes of the eventTime.* seam
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -373,6 +405,11 @@ class _Columns:
             # A record without headers reads as null, as in format("kafka") (measured beside
             # Spark 4.2.0's connector, integration/test_format_kafka_parity.py).
             self.headers.extend([m.headers() or None for m in records])
+        if self._event_time is not None:
+            # The driver planned the batch with the same function (event_time.py); a record
+            # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
+            time_of = self._event_time.time_of
+            self.event_times.extend([time_of(m) for m in records])
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
@@ -403,24 +440,55 @@ class _Columns:
         ]
         if self._include_headers:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
+        # Each record's time code (event_time.py): the Kafka timestamp unless eventTime.* is set.
+        times = (
+            np.where(timestamp_type >= 0, kinds_and_times[:, 1], NO_TIME) if self._event_time is None
+            else np.fromiter(self.event_times, dtype=np.int64, count=count)
+        )
+        after: Optional[np.ndarray] = None
         if self._partition_time is not None:
-            arrays.append(self._partition_times(kinds_and_times[:, 1], timestamp_type >= 0,
-                                                schema.field("partitionTime").type))
+            before, after = self._partition_times(times)
+            times = np.where(times == PARTITION_TIME, self._partition_time_or_fail(before, times), times)
+        if self._event_time is not None:
+            arrays.append(_timestamps(times, schema.field("eventTime").type))
+        if self._partition_time_column:
+            assert after is not None, "partitionTime needs the partition time followed"
+            arrays.append(_timestamps(after, schema.field("partitionTime").type))
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    def _partition_times(self, millis: np.ndarray, present: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-        """KIP-472's partition time at each record: the largest valid timestamp of the
-        partition up to and including it, continuing from the range's start (the batch's
-        start offset, so a replay computes the same values). A record without a timestamp
-        gets the partition time before it, as Kafka Streams' UsePartitionTimeOnInvalidTimestamp
-        would use; null while the partition has none."""
+    def _partition_times(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """KIP-472's partition time before and after each record: the largest valid time of the
+        partition up to it, continuing from the range's start (the batch's start offset, so a
+        replay computes the same values). A record without a valid time takes the partition
+        time before it, as Kafka Streams' UsePartitionTimeOnInvalidTimestamp would; -1 while the
+        partition has none."""
         assert self._partition_time is not None
-        running = np.maximum.accumulate(
-            np.concatenate(([self._partition_time], np.where(present, millis, -1))))[1:]
-        if running.size:
+        running = np.maximum.accumulate(np.concatenate(([self._partition_time], np.maximum(times, NO_TIME))))
+        if times.size:
             self._partition_time = int(running[-1])
-        return pa.array(running * 1000, mask=running < 0).cast(arrow_type)
+        return running[:-1], running[1:]
+
+    def _partition_time_or_fail(self, before: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """``before``, where records take their partition's time (eventTime.onInvalid=
+        partitionTime); as Kafka Streams' UsePartitionTimeOnInvalidTimestamp, fail while the
+        partition has none."""
+        unknown = np.flatnonzero((times == PARTITION_TIME) & (before < 0))
+        if unknown.size:
+            first = int(unknown[0])
+            raise KafkaSyncEventTimeError(
+                f"kafkasync: no event time for {self._topic}-{self._partition_at(first)} offset "
+                f"{self.offsets[first]}: its time is invalid and eventTime.onInvalid=partitionTime, but "
+                "the partition has no time yet (no valid time before it since the query started); "
+                "Kafka Streams' UsePartitionTimeOnInvalidTimestamp fails here too. Use skip or "
+                "recordTimestamp to read such records."
+            )
+        return before
+
+    def _partition_at(self, index: int) -> int:
+        """The partition of the ``index``-th record accumulated."""
+        run_ends = np.cumsum([n for _, n in self.partitions])
+        return self.partitions[int(np.searchsorted(run_ends, index, side="right"))][0]
 
     def _check_timestamps(self, millis: np.ndarray, present: np.ndarray) -> None:
         """Fail on a timestamp whose microseconds overflow int64 (Spark's TimestampType)
@@ -432,10 +500,13 @@ class _Columns:
         if not len(bad):
             return
         first = int(bad[0])
-        run_ends = np.cumsum([n for _, n in self.partitions])
-        partition = self.partitions[int(np.searchsorted(run_ends, first, side="right"))][0]
         raise ValueError(
-            f"kafkasync: record {self._topic}-{partition} offset {self.offsets[first]} has "
+            f"kafkasync: record {self._topic}-{self._partition_at(first)} offset {self.offsets[first]} has "
             f"timestamp {int(millis[first])} ms, beyond what Spark's timestamp type holds "
             f"(|ms| <= {_MAX_TIMESTAMP_MS}); format(\"kafka\") fails on it too."
         )
+
+
+def _timestamps(millis: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """Epoch milliseconds as a Spark timestamp column; null where negative (no time)."""
+    return pa.array(millis * 1000, mask=millis < 0).cast(arrow_type)

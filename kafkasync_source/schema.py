@@ -20,9 +20,11 @@ from pyspark.sql.types import (
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
 
-def kafka_schema(include_headers: bool, *, include_partition_time: bool = False) -> StructType:
-    """key, value, topic, partition, offset, timestamp, timestampType [, headers]
-    [, partitionTime] (the last is kafkasync's own, ``includePartitionTime``)."""
+def kafka_schema(
+    include_headers: bool, *, include_partition_time: bool = False, include_event_time: bool = False
+) -> StructType:
+    """key, value, topic, partition, offset, timestamp, timestampType [, headers] [, eventTime]
+    [, partitionTime] (the last two are kafkasync's own: ``eventTime.*``, ``includePartitionTime``)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -34,6 +36,8 @@ def kafka_schema(include_headers: bool, *, include_partition_time: bool = False)
     ]
     if include_headers:
         fields.append(StructField("headers", ArrayType(_HEADER)))
+    if include_event_time:
+        fields.append(StructField("eventTime", TimestampType()))
     if include_partition_time:
         fields.append(StructField("partitionTime", TimestampType()))
     return StructType(fields)

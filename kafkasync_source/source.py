@@ -125,7 +125,8 @@ class KafkaSyncDataSource(DataSource):
         # schema() serves spark.read and spark.readStream alike: the checks that depend on
         # the mode (endingOffsets, max.task.idle.ms, autostop.*) run in reader()/streamReader().
         options = self._parse(streaming=None)
-        return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time)
+        return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
+                            include_event_time=options.event_time is not None)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True), schema)
@@ -160,7 +161,7 @@ class KafkaSyncBatchReader(DataSourceReader):
         ranges = [(tp, starts[tp], ends[tp]) for tp in partitions]
         # A batch read starts where startingOffsets says: the records before are not read,
         # so partitionTime starts at the first record read.
-        partition_times = {tp: -1 for tp in partitions} if options.include_partition_time else None
+        partition_times = {tp: -1 for tp in partitions} if options.tracks_partition_time else None
         return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions,
                                      consumer_scope=uuid.uuid4().hex, partition_times=partition_times)
 

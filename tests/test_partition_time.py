@@ -26,12 +26,12 @@ def partition_times(columns: _Columns, timestamps: list[int]) -> list:
 
 
 def test_out_of_order_records_and_a_record_without_a_timestamp():
-    columns = _Columns("t", False, partition_time=-1)
+    columns = _Columns("t", False, partition_time=-1, partition_time_column=True)
     assert partition_times(columns, [-1, 50, 30, -1, 80, 60]) == [None, 50, 50, 50, 80, 80]
 
 
 def test_the_running_maximum_continues_from_the_start_and_across_arrow_batches():
-    columns = _Columns("t", False, partition_time=70)
+    columns = _Columns("t", False, partition_time=70, partition_time_column=True)
     assert partition_times(columns, [50, 75]) == [70, 75]
     assert partition_times(columns, [60, -1]) == [75, 75], "the next RecordBatch of the range"
 

@@ -1,0 +1,44 @@
+"""``eventTime.extractor`` functions the tests and benchmarks name (``module:function``).
+
+They live in the package so that Spark's executors, which import the extractor themselves,
+find them wherever kafkasync is installed."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Optional, Sequence
+
+
+def order_time(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+               timestamp_ms: Optional[int]) -> Optional[datetime]:
+    """The ``placed`` field of a JSON order, ISO 8601 text, as a datetime; None without one."""
+    placed = json.loads(value or b"{}").get("placed")
+    return None if placed is None else datetime.fromisoformat(placed).astimezone(timezone.utc)
+
+
+def key_millis(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+               timestamp_ms: Optional[int]) -> Optional[int]:
+    """The key as decimal epoch milliseconds (a device's reading id, say); None if it is not."""
+    text = (key or b"").decode()
+    return int(text) if text.isdigit() else None
+
+
+def refuses_odd_keys(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+                     timestamp_ms: Optional[int]) -> int:
+    """Raises on an odd key: a function that fails, to show the error names the record."""
+    number = int(key or b"0")
+    if number % 2:
+        raise ValueError(f"odd key {number}")
+    return number
+
+
+def returns_text(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+                 timestamp_ms: Optional[int]) -> str:
+    """Breaks the contract (a string, not epoch ms or a datetime)."""
+    return "soon"
+
+
+def one_argument(value: Optional[bytes]) -> int:
+    """Takes one argument where four are passed: refused at load()."""
+    return 0

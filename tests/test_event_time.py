@@ -1,0 +1,288 @@
+"""The event-time seam (event_time.py) and its options, as pure logic: no Kafka, no Spark.
+
+Records are confluent-kafka ``Message`` objects built in memory, exactly what a consumer hands
+the fetcher and the range reader."""
+
+from __future__ import annotations
+
+import struct
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from confluent_kafka import Message
+
+from kafkasync_source.event_time import (
+    KAFKA_TIMESTAMP,
+    NO_TIME,
+    PARTITION_TIME,
+    EventTimeOptions,
+    KafkaSyncEventTimeError,
+    parse_json_path,
+    record_time,
+)
+from kafkasync_source.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.range_reader import _Columns
+from kafkasync_source.schema import arrow_schema, kafka_schema
+
+T = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+def record(value=None, *, headers=None, key=None, timestamp=(1, 5), offset=7):
+    return Message(topic="orders", partition=1, offset=offset, key=key, value=value, headers=headers,
+                   timestamp=timestamp)
+
+
+def time_of(options: EventTimeOptions, message) -> int:
+    return record_time(options).time_of(message)
+
+
+def json_path(path, time_format="epochMillis", on_invalid="fail"):
+    return EventTimeOptions("jsonPath", path, time_format, on_invalid)
+
+
+def header(name, time_format="epochMillis", on_invalid="fail"):
+    return EventTimeOptions("header", name, time_format, on_invalid)
+
+
+def extractor(spec, on_invalid="fail"):
+    return EventTimeOptions("extractor", f"kafkasync_source.testing.extractors:{spec}", on_invalid=on_invalid)
+
+
+# --- The Kafka timestamp (no eventTime.* option) ---------------------------------------------
+
+def test_without_an_option_the_time_is_the_kafka_timestamp_or_none():
+    assert record_time(None) is KAFKA_TIMESTAMP
+    assert KAFKA_TIMESTAMP.time_of(record(timestamp=(1, T))) == T  # CreateTime
+    assert KAFKA_TIMESTAMP.time_of(record(timestamp=(2, T))) == T  # LogAppendTime
+    assert KAFKA_TIMESTAMP.time_of(record(timestamp=(0, -1))) == NO_TIME
+
+
+# --- JSONPath --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, value, expected", [
+    ("$.ts", b'{"id": 1, "ts": 1700000000000, "note": "x"}', T),
+    ("$.source.ts_ms", b'{"ts_ms": 1, "source": {"db": "shop", "ts_ms": 1700000000000}}', T),
+    ("$['event time']", b'{"event time": 1700000000000}', T),
+    ("$.readings[1].at", b'{"readings": [{"at": 1}, {"at": 1700000000000}]}', T),
+    ("$[0]", b'[1700000000000, 5]', T),
+    ("$", b'1700000000000', T),
+    ("$.ts", b'{"ts": "1700000000000"}', T),  # a number written as a string
+    ("$.ts", b'{"ts": 1700000000000.9}', T),  # rounded down, as a Kafka timestamp truncates
+    ("$.ts", b'{"ts": 1e12}', 10**12),
+])
+def test_a_json_path_finds_the_time_as_get_json_object_writes_paths(path, value, expected):
+    assert time_of(json_path(path), record(value)) == expected
+
+
+@pytest.mark.parametrize("time_format, raw, expected", [
+    ("epochSeconds", b"1700000000", T),
+    ("epochSeconds", b"1700000000.001", T + 1),  # not ...000 for a float's last bit
+    ("epochSeconds", b'"1700000000.25"', T + 250),
+    ("epochMicros", b"1700000000000999", T),
+    ("epochMicros", b'"1700000000001000"', T + 1),
+    ("iso8601", b'"2023-11-14T22:13:20Z"', T),
+    ("iso8601", b'"2023-11-14T22:13:20.250z"', T + 250),
+    ("iso8601", b'"2023-11-15T00:13:20+02:00"', T),
+    ("iso8601", b'"2023-11-14T17:13:20-0500"', T),
+    ("iso8601", b'"2023-11-14 22:13:20.123456789"', T + 123),  # no offset: UTC; ns cut to ms
+    ("iso8601", b'"2023-11-14"', T - (22 * 3600 + 13 * 60 + 20) * 1000),
+])
+def test_each_format(time_format, raw, expected):
+    assert time_of(json_path("$.t", time_format), record(b'{"t": ' + raw + b"}")) == expected
+
+
+@pytest.mark.parametrize("path, value, why", [
+    ("$.ts", b'{"id": 1}', "the value has no \\$.ts"),
+    ("$.source.ts_ms", b'{"source": {}}', "the value has no \\$.source.ts_ms"),
+    ("$.source.ts_ms", b'{"id": 1}', "the value has no \\$.source\\. Set"),
+    ("$.source.ts_ms", b'{"source": 5}', "does not hold \\$.source.ts_ms"),
+    ("$.r[2]", b'{"r": [1, 2]}', "has no \\$.r\\[2\\] \\(the array has 2 elements\\)"),
+    ("$.ts", b'{"ts": null}', "null is not a number"),
+    ("$.ts", b'{"ts": true}', "bool .* is not a number"),
+    ("$.ts", b'{"ts": {"ms": 1}}', "an object is not a number"),
+    ("$.ts", b'{"ts": "soon"}', "'soon' is not a number"),
+    ("$.ts", b'{"ts": -1}', "negative"),
+    ("$.ts", b'{"ts": 9223372036854776}', "beyond what Spark's timestamp type holds"),
+    ("$.ts", b'{"ts": 1e400}', "out of range"),
+    ("$.ts", b"{'ts': 1}", "the value is not JSON"),
+    ("$.ts", None, "no value \\(a tombstone\\)"),
+])
+def test_an_invalid_time_fails_naming_the_record_and_why(path, value, why):
+    with pytest.raises(KafkaSyncEventTimeError, match=why) as failure:
+        time_of(json_path(path), record(value))
+    message = str(failure.value)
+    assert "orders-1 offset 7" in message and f"eventTime.jsonPath='{path}'" in message
+    assert "eventTime.onInvalid" in message, "says how to read such records anyway"
+
+
+def test_an_invalid_iso_time_names_why():
+    with pytest.raises(KafkaSyncEventTimeError, match="not a valid date-time"):
+        time_of(json_path("$.t", "iso8601"), record(b'{"t": "2023-02-30T00:00:00Z"}'))
+    with pytest.raises(KafkaSyncEventTimeError, match="is not ISO 8601 text"):
+        time_of(json_path("$.t", "iso8601"), record(b'{"t": 1700000000000}'))
+
+
+@pytest.mark.parametrize("path, why", [
+    ("ts", "must start with '\\$'"),
+    ("$.a[*]", "wildcard"),
+    ("$.*", "wildcard"),
+    ("$['*']", "wildcard"),
+    ("$..a", "not a path get_json_object understands at '..a'"),
+    ("$.a[x]", "at '\\[x\\]'"),
+    ("$['a", "at \"\\['a\""),
+])
+def test_a_bad_path_is_refused_naming_the_option(path, why):
+    with pytest.raises(ValueError, match=f"Option 'eventTime.jsonPath' .*{why}"):
+        parse_json_path(path)
+
+
+# --- Headers ---------------------------------------------------------------------------------
+
+def test_a_header_holds_text_or_kip_472s_8_byte_big_endian_long():
+    assert time_of(header("pt"), record(headers=[("pt", b"1700000000000")])) == T
+    assert time_of(header("pt"), record(headers=[("pt", struct.pack(">q", T))])) == T
+    assert time_of(header("pt", "epochSeconds"), record(headers=[("pt", struct.pack(">q", T // 1000))])) == T
+    assert time_of(header("pt", "iso8601"), record(headers=[("pt", b"2023-11-14T22:13:20Z")])) == T
+    # Kafka's Headers.lastHeader: the last one of that name counts; names are case-sensitive.
+    assert time_of(header("pt"), record(headers=[("pt", b"1"), ("PT", b"2"), ("pt", b"3")])) == 3
+
+
+@pytest.mark.parametrize("headers, why", [
+    (None, "has no header 'pt'"),
+    ([("other", b"1")], "has no header 'pt'"),
+    ([("pt", None)], "header 'pt' has no value"),
+    ([("pt", b"\xff\xfe")], "neither text nor an 8-byte long"),
+    ([("pt", struct.pack(">q", -5))], "negative"),
+])
+def test_a_missing_or_bad_header_is_invalid(headers, why):
+    with pytest.raises(KafkaSyncEventTimeError, match=why):
+        time_of(header("pt"), record(headers=headers))
+
+
+# --- A function ------------------------------------------------------------------------------
+
+def test_a_function_returns_epoch_millis_or_a_datetime():
+    assert time_of(extractor("key_millis"), record(key=b"1700000000000")) == T
+    value = b'{"placed": "2023-11-15T00:13:20+02:00"}'
+    assert time_of(extractor("order_time"), record(value)) == T
+
+
+def test_a_function_returning_none_is_an_invalid_time():
+    with pytest.raises(KafkaSyncEventTimeError, match="returned None"):
+        time_of(extractor("key_millis"), record(key=b"abc"))
+    assert time_of(extractor("key_millis", on_invalid="skip"), record(key=b"abc")) == NO_TIME
+
+
+@pytest.mark.parametrize("on_invalid", ["fail", "skip", "partitionTime", "recordTimestamp"])
+def test_a_function_that_raises_fails_the_query_whatever_on_invalid_says(on_invalid):
+    with pytest.raises(KafkaSyncEventTimeError,
+                       match="refuses_odd_keys' raised ValueError on orders-1 offset 7: odd key 3") as failure:
+        time_of(extractor("refuses_odd_keys", on_invalid), record(key=b"3"))
+    assert isinstance(failure.value.__cause__, ValueError), "the function's own error is kept"
+
+
+def test_a_function_returning_something_else_fails_naming_what_it_must_return():
+    with pytest.raises(KafkaSyncEventTimeError, match="returned a str for orders-1 offset 7; it must return"):
+        time_of(extractor("returns_text", on_invalid="skip"), record())
+
+
+# --- Invalid-time policies -------------------------------------------------------------------
+
+@pytest.mark.parametrize("on_invalid, timestamp, expected", [
+    ("skip", (1, T), NO_TIME),
+    ("partitionTime", (1, T), PARTITION_TIME),
+    ("recordTimestamp", (1, T), T),
+    ("recordTimestamp", (0, -1), NO_TIME),  # and no Kafka timestamp either
+])
+def test_each_invalid_policy(on_invalid, timestamp, expected):
+    assert time_of(json_path("$.ts", on_invalid=on_invalid), record(b"{}", timestamp=timestamp)) == expected
+
+
+# --- The executors' columns ------------------------------------------------------------------
+
+def columns_of(options: EventTimeOptions, values, *, partition_time=-1, partition_time_column=True):
+    columns = _Columns("orders", False, partition_time=partition_time, partition_time_column=partition_time_column,
+                       event_time=record_time(options))
+    columns.extend([record(value, offset=offset) for offset, value in enumerate(values)])
+    schema = arrow_schema(kafka_schema(False, include_partition_time=partition_time_column,
+                                       include_event_time=True))
+    rows = columns.to_batch(schema).to_pylist()
+
+    def millis(moment):
+        return None if moment is None else (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+
+    return ([millis(row["eventTime"]) for row in rows],
+            [millis(row["partitionTime"]) for row in rows] if partition_time_column else None,
+            [millis(row["timestamp"]) for row in rows])
+
+
+def test_the_event_time_column_and_partition_time_follow_the_extracted_time():
+    values = [b'{"ts": 50}', b'{"ts": 30}', b'{}', b'{"ts": 80}']
+    event, partition, kafka = columns_of(json_path("$.ts", on_invalid="skip"), values, partition_time=40)
+    assert event == [50, 30, None, 80]
+    assert partition == [50, 50, 50, 80], "the largest valid time so far, from the range's start"
+    assert kafka == [5, 5, 5, 5], "timestamp stays Kafka's"
+
+
+def test_partition_time_policy_shows_the_partition_time_so_far():
+    values = [b'{"ts": 50}', b'{"ts": "x"}', b'{"ts": 70}', b'{}']
+    event, partition, _ = columns_of(json_path("$.ts", on_invalid="partitionTime"), values,
+                                     partition_time_column=False, partition_time=20)
+    assert event == [50, 50, 70, 70]
+    assert partition is None
+
+
+def test_partition_time_policy_fails_while_the_partition_has_no_time_as_kafka_streams_does():
+    with pytest.raises(KafkaSyncEventTimeError, match="orders-1 offset 0: .*has no time yet"):
+        columns_of(json_path("$.ts", on_invalid="partitionTime"), [b"{}", b'{"ts": 5}'], partition_time=-1)
+
+
+def test_a_failing_record_fails_the_executor_naming_it():
+    with pytest.raises(KafkaSyncEventTimeError, match="orders-1 offset 1 .*no \\$.ts"):
+        columns_of(json_path("$.ts"), [b'{"ts": 1}', b"{}"])
+
+
+# --- Options ---------------------------------------------------------------------------------
+
+def parse(**options):
+    return parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
+                          **{key.replace("_", "."): value for key, value in options.items()}}, streaming=True)
+
+
+def test_the_options_make_the_seam_and_say_what_they_chose():
+    options = parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
+                             "eventtime.jsonpath": "$.source.ts_ms", "eventtime.format": "EPOCHSECONDS",
+                             "eventtime.oninvalid": "PartitionTime"}, streaming=True)
+    assert options.event_time == EventTimeOptions("jsonPath", "$.source.ts_ms", "epochSeconds", "partitionTime")
+    assert options.tracks_partition_time
+    assert parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}, streaming=True).event_time is None
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"eventTime.format": "iso8601"}, "'eventTime.format' needs one of the options 'eventTime.jsonPath'"),
+    ({"eventTime.onInvalid": "skip"}, "'eventTime.onInvalid' needs one of the options"),
+    ({"eventTime.jsonPath": "$.a", "eventTime.header": "h"}, "At most one of the options 'eventTime.jsonPath', "
+                                                             "'eventTime.header'"),
+    ({"eventTime.header": " "}, "'eventTime.header' must not be empty"),
+    ({"eventTime.header": "h", "eventTime.format": "epochNanos"}, "'eventTime.format' must be one of epochMillis"),
+    ({"eventTime.header": "h", "eventTime.onInvalid": "drop"}, "'eventTime.onInvalid' must be one of fail, skip"),
+    ({"eventTime.jsonPath": "$.a[*]"}, "'eventTime.jsonPath' '\\$.a\\[\\*\\]': a wildcard"),
+    ({"eventTime.header": "h", "planningMode": "timeIndex"}, "planningMode=timeIndex: the brokers' time index"),
+    ({"eventTime.extractor": "no_such_module_x:f"}, "cannot import 'no_such_module_x' \\(ModuleNotFoundError"),
+    ({"eventTime.extractor": "kafkasync_source.testing.extractors"}, "must be 'package.module:function'"),
+    ({"eventTime.extractor": "kafkasync_source.testing.extractors:nope"}, "has no 'nope'"),
+    ({"eventTime.extractor": "kafkasync_source.testing.extractors:T"}, "has no 'T'"),
+    ({"eventTime.extractor": "kafkasync_source.testing.extractors:one_argument"}, "must take four arguments"),
+    ({"eventTime.extractor": "kafkasync_source.testing.extractors:key_millis", "eventTime.format": "iso8601"},
+     "'eventTime.format' does not apply to 'eventTime.extractor'"),
+])
+def test_bad_event_time_options_fail_at_load_naming_the_option(options, message):
+    with pytest.raises(KafkaSyncOptionError, match=message):
+        parse_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options}, streaming=True)
+
+
+def test_an_iso_time_before_1970_or_with_a_datetime_is_converted_exactly():
+    moment = datetime(2023, 11, 15, 0, 13, 20, tzinfo=timezone(timedelta(hours=2)))
+    assert time_of(json_path("$.t", "iso8601"), record(f'{{"t": "{moment.isoformat()}"}}'.encode())) == T
+    with pytest.raises(KafkaSyncEventTimeError, match="negative"):
+        time_of(json_path("$.t", "iso8601"), record(b'{"t": "1969-12-31T23:59:59Z"}'))
