@@ -4,8 +4,10 @@ The planner can only cut a synchronized batch from what the driver has *seen*: i
 partition's upcoming timestamps and whether a partition is empty because the broker has no
 more data (idle) or only because nothing has been fetched yet. This fetcher owns one
 confluent-kafka consumer, assigned (no consumer group), and a background thread that keeps
-the buffers filled while Spark executes the previous batch. Payloads are dropped at once —
-executors re-read the records by offset range — so the driver holds 16 bytes per record.
+the buffers filled while Spark executes the previous batch. Each record's time is taken by the
+``eventTime.*`` seam (event_time.py: its Kafka timestamp, or a time read from its value or
+headers) and its payload dropped at once — executors re-read the records by offset range — so
+the driver holds 16 bytes per record.
 
 Memory is bounded by a budget for all partitions (``driver.buffer.bytes``, split evenly over
 the partitions; ``buffered.records.per.partition`` can lower it): a full partition is paused,
@@ -42,6 +44,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.event_time import KAFKA_TIMESTAMP, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.options import consumer_group_id
 from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartition
 
@@ -99,7 +102,7 @@ class _PartitionBuffer:
 
     __slots__ = ("start", "position", "capacity", "offsets", "timestamps", "count",
                  "staged_offsets", "staged_timestamps", "paused", "overflowed", "log_end",
-                 "moved_back")
+                 "moved_back", "failure")
 
     def __init__(self, start: int, capacity: int) -> None:
         self.start = start
@@ -117,13 +120,17 @@ class _PartitionBuffer:
         # Offset the log restarted at below ``position`` (topic deleted and recreated, or
         # truncated): nothing more is buffered until the driver repositions the partition.
         self.moved_back: Optional[int] = None
+        # The record at ``position`` has no event time and eventTime.onInvalid=fail (or the
+        # extractor raised): nothing from it on is buffered, and the buffer counts as full, so
+        # that batches take every record before it; the query fails once none is left.
+        self.failure: Optional[KafkaSyncEventTimeError] = None
 
     def __len__(self) -> int:
         return self.count
 
     @property
     def full(self) -> bool:
-        return self.count >= self.capacity
+        return self.count >= self.capacity or self.failure is not None
 
     def store_staged(self) -> None:
         """Move the staged records into the arrays, behind what is already there."""
@@ -166,8 +173,10 @@ class DriverFetcher:
         *,
         buffer_capacity: Callable[[int], int],
         fail_on_data_loss: bool,
+        record_time: RecordTime = KAFKA_TIMESTAMP,
     ) -> None:
         self._buffer_capacity = buffer_capacity  # records per partition, given the partition count
+        self._record_time = record_time  # each record's time for the planner (event_time.py)
         # librdkafka's own default when unset (kafkasync's options always set it).
         self._read_committed = client_config.get("isolation.level", "read_committed") == "read_committed"
         self._consumer = Consumer(
@@ -258,6 +267,8 @@ class DriverFetcher:
                 raise self._error
             states = {}
             for tp, buffer in self._buffers.items():
+                if buffer.failure is not None and not buffer.count:
+                    raise buffer.failure  # every record before it has been planned
                 end_offset = self._known_log_end(tp, buffer)
                 states[tp] = PartitionState(
                     start=buffer.start,
@@ -333,6 +344,7 @@ class DriverFetcher:
 
     def _absorb(self, messages: list) -> None:
         buffers = self._buffers
+        time_of = self._record_time.time_of
         try:
             for message in messages:
                 error = message.error()
@@ -345,12 +357,18 @@ class DriverFetcher:
                         if offset < buffer.position and not buffer.overflowed and buffer.moved_back is None:
                             buffer.moved_back = offset  # an older record: the log moved back
                         continue
-                    if buffer.count >= buffer.capacity:
-                        buffer.overflowed = True
+                    if buffer.full:
+                        buffer.overflowed = buffer.failure is None
                         continue
-                    kind, timestamp = message.timestamp()
+                    try:
+                        # The planner sees no difference between a record without time and one
+                        # that takes its partition's time: both take the partition time so far.
+                        timestamp = max(time_of(message), NO_TIMESTAMP)
+                    except KafkaSyncEventTimeError as failure:
+                        buffer.failure = failure
+                        continue
                     buffer.staged_offsets.append(offset)
-                    buffer.staged_timestamps.append(timestamp if kind else NO_TIMESTAMP)
+                    buffer.staged_timestamps.append(timestamp)
                     buffer.count += 1
                     buffer.position = offset + 1
                 elif error.code() == KafkaError._PARTITION_EOF:
@@ -360,7 +378,7 @@ class DriverFetcher:
                         if buffer.moved_back is None:
                             buffer.moved_back = message.offset()  # the log ends below us
                         continue
-                    if not buffer.overflowed:
+                    if not buffer.overflowed and buffer.failure is None:
                         buffer.position = max(buffer.position, message.offset())
                     buffer.log_end = message.offset()
                 elif error.code() in _FATAL_PARTITION_ERRORS:

@@ -34,6 +34,7 @@ from kafkasync_source.bounded_run import (
     missing_partitions,
     unfinished,
 )
+from kafkasync_source.event_time import record_time
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
@@ -84,8 +85,11 @@ class SyncDriver:
         self._options = options
         self._clock = clock
         self._fetcher: Optional[DriverFetcher] = None  # started on the first fetch-path batch
+        if options.event_time is not None:
+            logger.info("kafkasync: %s: batches are planned from records the driver reads, since the "
+                        "brokers' time index knows Kafka timestamps only.", options.event_time.describe())
         self._time_index = (
-            None if options.planning_mode == PLANNING_FETCH
+            None if options.planning_mode == PLANNING_FETCH or options.event_time is not None
             else TimeIndexPath(TimeIndexReader(
                 options.client_config, **options.offset_reader_settings(),
                 fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
@@ -145,6 +149,8 @@ class SyncDriver:
                              planning=self.planning)
         if self.delayed is not None:
             report["delayedBy"] = self.delayed
+        if self._options.event_time is not None:
+            report["eventTime"] = self._options.event_time.describe()
         return report
 
     def commit(self, processed: SyncOffset) -> None:
@@ -310,6 +316,7 @@ class SyncDriver:
                 self._options.client_config,
                 buffer_capacity=self._options.buffer_capacity,
                 fail_on_data_loss=self._options.fail_on_data_loss,
+                record_time=record_time(self._options.event_time),
             )
         return self._fetcher
 
@@ -616,7 +623,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._consumer_scope = uuid.uuid4().hex  # this query run's executor consumers
         partition_times = (
             {tp: position.partition_time for tp, position in begin.partitions.items()}
-            if self._options.include_partition_time else None
+            if self._options.tracks_partition_time else None
         )
         return plan_input_partitions(
             ranges, self._options.max_records_per_partition, self._options.min_partitions,

@@ -30,11 +30,12 @@ from concurrent.futures import Future
 from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
 
+from kafkasync_source.event_time import KAFKA_TIMESTAMP
 from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.known_answers import KnownFirstOffsets
 from kafkasync_source.offset_reader import KafkaSyncConnectionError
@@ -126,8 +127,8 @@ class RecordProbe:
                     error = message.error()
                     if error is None:
                         assert offset is not None  # a record read has its offset
-                        kind, timestamp = message.timestamp()
-                        answers[tp] = (offset, timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1)
+                        # The index answers about Kafka timestamps: compare the record's own.
+                        answers[tp] = (offset, KAFKA_TIMESTAMP.time_of(message))
                     elif error.code() == KafkaError._PARTITION_EOF:
                         answers[tp] = None
                     else:

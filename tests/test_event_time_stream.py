@@ -1,0 +1,280 @@
+"""Event time taken from the record, end to end on the embedded cluster.
+
+* A backfill re-published by a copy job (Kafka timestamp = write time, event time only in the
+  JSON value): synchronizing on the Kafka timestamp drops records behind a watermark on the
+  payload's time; with ``eventTime.jsonPath`` nothing is dropped, under ``maxOffsetsPerTrigger``.
+* Property: with ``eventTime.*`` the driver's batches are prefixes of a pure merge of the
+  partitions by extracted time (Kafka Streams' processing order), whatever the Kafka
+  timestamps say, and the executors' ``eventTime`` column shows the times the driver cut by.
+* The columns (a header in KIP-472's encoding, a function), each invalid-time policy, and a
+  query that fails at an invalid time once every record before it was processed.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+from kafkasync_source.input_partitions import KafkaRange
+from kafkasync_source.options import parse_options
+from kafkasync_source.planner import TopicPartition
+from kafkasync_source.range_reader import RangeReader
+from kafkasync_source.schema import kafka_schema
+from kafkasync_source.source import register
+from kafkasync_source.stream import SyncDriver
+from kafkasync_source.testing import Record
+from kafkasync_source.testing.backfills import spans
+
+T = 1_700_000_000_000
+WRITTEN = T + 10**9  # a copy job's clock: later than every event time in these tests
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kafkasync_registered(spark):
+    register(spark)
+
+
+def payload(event_time, **extra) -> bytes:
+    return json.dumps({"ts": event_time, **extra}).encode()
+
+
+def reader(spark, bootstrap, topics, **options):
+    stream = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topics).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        stream = stream.option(key, str(value))
+    return stream.load()
+
+
+# --- The re-published backfill ----------------------------------------------------------------
+
+def dropped_by_a_windowed_count_on_payload_time(spark, bootstrap, topics, checkpoint, **options):
+    """A 5-minute window count per topic on the value's ``ts`` with a 10-minute watermark, as a
+    format("kafka") user writes it (get_json_object): (rows dropped, input rows, batches)."""
+    events = reader(spark, bootstrap, topics, **options)
+    event_time = F.timestamp_millis(F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long"))
+    counts = (events.withColumn("event_time", event_time).withWatermark("event_time", "10 minutes")
+              .groupBy(F.window("event_time", "5 minutes"), "topic").count())
+    query = (counts.writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    assert not query.isActive, "the bounded run did not finish"
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p.get("stateOperators", []))
+    rows = [p["numInputRows"] for p in progress if p["numInputRows"]]
+    return dropped, rows, progress
+
+
+def as_json(offset):
+    """A source offset in a progress report: JSON text or already parsed, by PySpark version."""
+    return json.loads(offset) if isinstance(offset, str) else offset
+
+
+def test_a_republished_backfill_drops_nothing_when_synchronized_on_the_payloads_time(
+    spark, kafka_cluster, unique_topic, tmp_path
+):
+    backfill = spans(kafka_cluster, unique_topic("republished"), republished=True)
+    on_kafka_time, _, _ = dropped_by_a_windowed_count_on_payload_time(
+        spark, kafka_cluster.bootstrap_servers, backfill.subscribe, tmp_path / "kafka-time",
+        maxOffsetsPerTrigger=200)
+    dropped, rows, progress = dropped_by_a_windowed_count_on_payload_time(
+        spark, kafka_cluster.bootstrap_servers, backfill.subscribe, tmp_path / "event-time",
+        maxOffsetsPerTrigger=200, **{"eventTime.jsonPath": "$.ts"})
+    # (Spark counts late rows after its partial aggregation: windows, not records.)
+    assert on_kafka_time > 0, "the Kafka timestamp (write time) protects nothing here"
+    assert dropped == 0
+    assert sum(rows) == backfill.records and max(rows) <= 200
+    # The offsets carry the payload's time: stream time steps through the event times.
+    stream_times = [as_json(p["sources"][0]["endOffset"])["streamTime"] for p in progress if p["numInputRows"]]
+    first = backfill.first_timestamp_ms
+    last = max(max(stamps) for stamps in backfill.timestamps.values())
+    assert all(first <= t <= last for t in stream_times) and stream_times == sorted(stream_times)
+    latest = as_json(progress[-1]["sources"][0]["latestOffset"])
+    assert latest["eventTime"] == "eventTime.jsonPath='$.ts'" and latest["planning"] == "fetch"
+
+
+# --- Property: the batches are a merge by extracted time ------------------------------------
+
+def merge_order(times: list[list[int]]) -> list[int]:
+    """Kafka Streams' processing order over fully buffered queues: always the head with the
+    smallest time (ties to the lower partition); a queue that runs dry just drops out (a
+    bounded run: nothing more will come). Returns the partition of each record in turn."""
+    heads, order = [0] * len(times), []
+    while any(head < len(queue) for head, queue in zip(heads, times)):
+        chosen = min((p for p in range(len(times)) if heads[p] < len(times[p])),
+                     key=lambda p: (times[p][heads[p]], p))
+        order.append(chosen)
+        heads[chosen] += 1
+    return order
+
+
+@st.composite
+def republished_partitions(draw):
+    """1-3 partitions of distinct event times, in or out of order within a partition."""
+    partitions = draw(st.integers(1, 3))
+    counts = [draw(st.integers(0, 12)) for _ in range(partitions)]
+    times = draw(st.lists(st.integers(0, 10_000), min_size=sum(counts), max_size=sum(counts), unique=True))
+    queues, taken = [], 0
+    for count in counts:
+        queue = times[taken:taken + count]
+        taken += count
+        queues.append(queue if draw(st.booleans()) else sorted(queue))
+    return queues
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(queues=republished_partitions(), cap=st.integers(1, 7), where=st.sampled_from(["jsonPath", "header"]))
+def test_capped_batches_are_prefixes_of_a_merge_by_extracted_time(kafka_cluster, queues, cap, where):
+    topic = f"merge-{uuid.uuid4().hex[:10]}"
+    kafka_cluster.create_topic(topic, len(queues))
+    written = WRITTEN
+    records = []
+    for partition, queue in reversed(list(enumerate(queues))):  # the copy job's order disagrees
+        for event_time in queue:
+            records.append(Record(partition, written, None, payload(T + event_time),
+                                  [("event-time", struct.pack(">q", T + event_time))]))
+            written += 1
+    kafka_cluster.produce(topic, records)
+    option = {"eventTime.jsonPath": "$.ts"} if where == "jsonPath" else {"eventTime.header": "event-time"}
+    options = parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+                             "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(cap),
+                             "kafka.fetch.wait.max.ms": "10", **option}, streaming=True)
+    driver = SyncDriver(options)
+    range_reader = RangeReader.from_options(options, kafka_schema(False, include_event_time=True))
+    try:
+        driver.prepare_available_now()
+        start = driver.initial_offset()
+        batches = []
+        while True:
+            end = driver.available_now.next_offset(driver, start)
+            if end is start:
+                break
+            batches.append({tp: end.partitions[tp].next_offset - start.partitions[tp].next_offset
+                            for tp in end.partitions})
+            for tp, position in end.partitions.items():
+                first = start.partitions[tp].next_offset
+                if position.next_offset > first:
+                    rows = [row for batch in range_reader.read(KafkaRange(topic, tp.partition, first,
+                                                                          position.next_offset))
+                            for row in batch.to_pylist()]
+                    shown = [int(row["eventTime"].timestamp() * 1000) - T for row in rows]
+                    assert shown == queues[tp.partition][first:position.next_offset]
+            start = end
+    finally:
+        driver.close()
+    order = merge_order(queues)
+    expected = [order[i:i + cap] for i in range(0, len(order), cap)]
+    assert [[batch[TopicPartition(topic, p)] for p in range(len(queues))] for batch in batches] == [
+        [prefix.count(p) for p in range(len(queues))] for prefix in expected
+    ]
+
+
+# --- Columns and invalid times through Spark -------------------------------------------------
+
+def test_a_batch_read_shows_a_headers_event_time_and_the_partition_time_it_drives(
+    spark, kafka_cluster, topic_factory
+):
+    topic = topic_factory(1)
+    event_times = [T + 50, T + 30, None, T + 80]
+    kafka_cluster.produce(topic, [
+        Record(0, WRITTEN + i, None, b"v", None if t is None else [("partition-time", struct.pack(">q", t))])
+        for i, t in enumerate(event_times)
+    ])
+    rows = (spark.read.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+            .option("subscribe", topic).option("eventTime.header", "partition-time")
+            .option("eventTime.onInvalid", "skip").option("includePartitionTime", "true").load()
+            .selectExpr("offset", "unix_millis(timestamp) AS kafka", "unix_millis(eventTime) AS event",
+                        "unix_millis(partitionTime) AS partition").orderBy("offset").collect())
+    assert [row.event for row in rows] == event_times
+    assert [row.partition for row in rows] == [T + 50, T + 50, T + 50, T + 80]
+    assert [row.kafka for row in rows] == [WRITTEN + i for i in range(4)], "timestamp stays Kafka's"
+
+
+@pytest.mark.parametrize("on_invalid, expected", [
+    ("skip", [T + 1, None, T + 3]),
+    ("partitionTime", [T + 1, T + 1, T + 3]),
+    ("recordTimestamp", [T + 1, WRITTEN + 1, T + 3]),
+])
+def test_each_invalid_policy_through_a_stream(spark, kafka_cluster, topic_factory, tmp_path, on_invalid, expected):
+    topic = topic_factory(1)
+    values = [payload(T + 1), b'{"ts": "soon"}', payload(T + 3)]
+    kafka_cluster.produce(topic, [Record(0, WRITTEN + i, None, v) for i, v in enumerate(values)])
+    rows: list = []
+    query = (reader(spark, kafka_cluster.bootstrap_servers, topic,
+                    **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": on_invalid})
+             .selectExpr("offset", "unix_millis(eventTime) AS event").writeStream
+             .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert [row.event for row in sorted(rows)] == expected
+
+
+def test_an_invalid_time_fails_the_query_naming_the_record_after_every_record_before_it(
+    spark, kafka_cluster, topic_factory, tmp_path
+):
+    topic = topic_factory(1)
+    values = [payload(T + i) for i in range(10)] + [b'{"id": 10}'] + [payload(T + i) for i in range(11, 15)]
+    kafka_cluster.produce(topic, [Record(0, WRITTEN + i, None, v) for i, v in enumerate(values)])
+    offsets: list[int] = []
+    query = (reader(spark, kafka_cluster.bootstrap_servers, topic, maxOffsetsPerTrigger=4,
+                    **{"eventTime.jsonPath": "$.ts"})
+             .select("offset").writeStream
+             .foreachBatch(lambda frame, _: offsets.extend(row.offset for row in frame.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="100 milliseconds")
+             .start())
+    try:
+        with pytest.raises(StreamingQueryException,
+                           match=rf"no event time for {topic}-0 offset 10 \(eventTime.jsonPath='\$.ts'\): "
+                                 r"the value has no \$.ts"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert sorted(offsets) == list(range(10)), "every record before it, none after"
+
+
+def test_an_extractor_function_runs_on_the_executors(spark, kafka_cluster, topic_factory, tmp_path):
+    topic = topic_factory(2)
+    placed = ["2023-11-15T00:13:20+02:00", "2023-11-14T22:13:21Z", None]
+    kafka_cluster.produce(topic, [
+        Record(i % 2, WRITTEN + i, None, json.dumps({} if p is None else {"placed": p}).encode())
+        for i, p in enumerate(placed)
+    ])
+    rows = (spark.read.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+            .option("subscribe", topic).option("eventTime.extractor", "kafkasync_source.testing.extractors:order_time")
+            .option("eventTime.onInvalid", "recordTimestamp").load()
+            .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").collect())
+    assert sorted((r.partition, r.offset, r.event) for r in rows) == [(0, 0, T), (0, 1, WRITTEN + 2), (1, 0, T + 1000)]
+
+
+def test_partition_time_policy_restarts_from_the_checkpoints_partition_time(
+    spark, kafka_cluster, topic_factory, tmp_path
+):
+    """A restart continues each partition's time from the offsets, so a record taking its
+    partition's time gets the same value as in an uninterrupted run."""
+    topic = topic_factory(1)
+    options = {"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "partitionTime", "maxOffsetsPerTrigger": 2}
+
+    def run(expected_rows):
+        rows: list = []
+        query = (reader(spark, kafka_cluster.bootstrap_servers, topic, **options)
+                 .selectExpr("offset", "unix_millis(eventTime) AS event").writeStream
+                 .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+                 .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert len(rows) == expected_rows
+        return sorted(rows)
+
+    kafka_cluster.produce(topic, [Record(0, WRITTEN + i, None, payload(T + 10 * i)) for i in range(4)])
+    first = run(4)
+    kafka_cluster.produce(topic, [Record(0, WRITTEN + 4, None, b"{}"), Record(0, WRITTEN + 5, None, payload(T + 99))])
+    second = run(2)
+    assert [row.event for row in first + second] == [T, T + 10, T + 20, T + 30, T + 30, T + 99]
+    time.sleep(0)  # (the two runs share one checkpoint: the second continues the first)
