@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 import uuid
 
 import pytest
@@ -277,4 +276,17 @@ def test_partition_time_policy_restarts_from_the_checkpoints_partition_time(
     kafka_cluster.produce(topic, [Record(0, WRITTEN + 4, None, b"{}"), Record(0, WRITTEN + 5, None, payload(T + 99))])
     second = run(2)
     assert [row.event for row in first + second] == [T, T + 10, T + 20, T + 30, T + 30, T + 99]
-    time.sleep(0)  # (the two runs share one checkpoint: the second continues the first)
+
+
+def test_max_event_time_per_trigger_steps_through_the_payloads_time(spark, kafka_cluster, unique_topic, tmp_path):
+    backfill = spans(kafka_cluster, unique_topic("republished"), republished=True)
+    query = (reader(spark, kafka_cluster.bootstrap_servers, backfill.subscribe, maxEventTimePerTrigger="1h",
+                    **{"eventTime.jsonPath": "$.ts"})
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    progress = [json.loads(p.json) for p in query.recentProgress if p.numInputRows]
+    stream_times = [as_json(p["sources"][0]["endOffset"])["streamTime"] for p in progress]
+    assert sum(p["numInputRows"] for p in progress) == backfill.records
+    steps = [b - a for a, b in zip([backfill.first_timestamp_ms] + stream_times, stream_times)]
+    assert len(stream_times) >= 12 and max(steps) <= 3_600_000, "12 h of payload time, an hour a batch"
