@@ -31,7 +31,7 @@ import time
 import warnings
 from typing import Any, Optional
 
-from benchmarks import async_bench, trigger_cost
+from benchmarks import async_bench, event_time, trigger_cost
 from kafkasync_source.testing.local_broker import real_broker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,6 +134,8 @@ def run(args) -> dict[str, Any]:
             _measure(args, results, workdir)
             results["trigger_cost"] = (trigger_cost.measure(bootstrap=bootstrap, log=_log) if bootstrap
                                        else {"skipped": why_not})
+            _log("eventTime.jsonPath on 8 x 200,000 JSON records (benchmarks/event_time.py)")
+            results["event_time"] = event_time.run(bootstrap) if bootstrap else {"skipped": why_not}
         results["async"] = async_bench.run()  # its own Spark session, after _measure's is stopped
         ok = True
     finally:
@@ -320,7 +322,21 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "late_dropped_sync = 0 and late_dropped_unsync > 0": {
             "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
             "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
+        **event_time_targets(results["event_time"]),
     }
+
+
+def event_time_targets(figures: dict[str, Any]) -> dict[str, Any]:
+    """eventTime.jsonPath: >= 0.8 x the speed of the same read without it; broker bytes per
+    payload byte no more than the fetch path's (benchmarks/event_time.py)."""
+    keys = ("eventTime.jsonPath read >= 0.8 x the same read without it",
+            "eventTime.jsonPath broker bytes <= the fetch path's")
+    if "skipped" in figures:
+        return {key: {"value": f"not run: {figures['skipped']}", "met": None} for key in keys}
+    speed, byte_ratio = figures["speed_vs_without"], figures["bytes_vs_fetch_path"]
+    return {keys[0]: {"value": round(speed, 3), "met": speed >= event_time.TARGETS["speed_vs_without"]},
+            # Sampled byte counts of two reads of the same records: within 1 % is the same.
+            keys[1]: {"value": round(byte_ratio, 3), "met": byte_ratio <= 1.01}}
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -411,12 +427,36 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['late_dropped_sync']:,} / {results['late_dropped_unsync']:,} "
         f"(of {results['skew']['0']['read']:,}) | 0 / > 0 | "
         f"{yes('late_dropped_sync = 0 and late_dropped_unsync > 0')} |",
+        *event_time_rows(results),
         "",
         f"`make bench` took {results['bench_seconds']:.0f} s; load average "
         f"{results['load_average_start'][0]:.1f} at start, {results['load_average_end'][0]:.1f} at end "
         "(other processes on the machine skew the absolute numbers, less so the ratios).",
     ]
     return "\n".join(lines)
+
+
+def event_time_rows(results: dict[str, Any]) -> list[str]:
+    """The eventTime.jsonPath rows of the table (a real broker's figures)."""
+    figures, t = results["event_time"], results["targets"]
+    speed_key = "eventTime.jsonPath read >= 0.8 x the same read without it"
+    bytes_key = "eventTime.jsonPath broker bytes <= the fetch path's"
+    if "skipped" in figures:
+        return [f"| `eventTime.jsonPath` | not run: {figures['skipped']} | | |"]
+    reads = figures["reads"]
+    met = {True: "**yes**", False: "**no**"}
+    rates = figures["extraction_one_core"]["records_per_s"]
+    return [
+        f"| `eventTime.jsonPath=$.ts` on {figures['records']:,} JSON records of {figures['mean_value_bytes']:.0f} B "
+        f"(real broker): extraction on one core, records/s (Kafka timestamp: {rates['kafka_timestamp']:,.0f}) | "
+        f"{rates['json_path']:,.0f} | | |",
+        "| … read into `noop`, s: with the path / without it (time index) / without it, fetch path | "
+        + " / ".join(f"{reads[label]['seconds']:.2f}" for label, _ in event_time.VARIANTS)
+        + f" = {figures['speed_vs_without']:.2f} × | ≥ 0.8 × | {met[t[speed_key]['met']]} |",
+        "| … broker bytes per payload byte, with the path / time index / fetch path | "
+        + " / ".join(f"{reads[label]['bytes_per_payload_byte']:.3f}" for label, _ in event_time.VARIANTS)
+        + f" | ≤ the fetch path's | {met[t[bytes_key]['met']]} |",
+    ]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -71,6 +71,14 @@ def broker_bytes() -> None:
         spark.stop()
 
 
+def event_time_cost(bootstrap: str) -> None:
+    from benchmarks import event_time
+
+    _check("eventTime.jsonPath", event_time.run(bootstrap, 500),
+           "extraction_one_core.records_per_s.json_path", "driver_fetch_records_per_s.json_path",
+           "speed_vs_without", "speed_vs_fetch_path", "bytes_vs_fetch_path")
+
+
 def side_by_side() -> int:
     from benchmarks import side_by_side as benchmark
 
@@ -100,7 +108,7 @@ def main() -> int:
         if bootstrap is None:
             print(f"bench-smoke: the real-broker benchmarks are not run: {why_not}", flush=True)
         else:
-            steps += [lambda: trigger_cost(bootstrap), broker_bytes]
+            steps += [lambda: trigger_cost(bootstrap), broker_bytes, lambda: event_time_cost(bootstrap)]
         for step in steps:
             step()
     return 0

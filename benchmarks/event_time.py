@@ -1,0 +1,185 @@
+"""What taking the event time from the record costs: ``eventTime.jsonPath`` on a real broker.
+
+A fresh topic of 8 x 200,000 JSON records of about 200 B (8-byte keys; the event time in
+``$.ts``, the Kafka timestamp the write time, ``retention.ms=-1``, every delivery report
+checked), on a real broker (``testing.local_broker.real_broker``). Measured in one run:
+
+* **extraction on one core**: the seam (``event_time.record_time``) over records a consumer
+  handed over, timed alone — records/s, beside the Kafka timestamp's;
+* **the driver's fetch**: ``DriverFetcher`` buffering every record's time, with the JSONPath
+  and with the Kafka timestamp — records/s;
+* **end to end**: the backlog read once into Spark's ``noop`` sink with
+  ``trigger(availableNow=True)`` by kafkasync with ``eventTime.jsonPath=$.ts``, without it
+  (``planningMode=auto``: the brokers' time index, the default) and without it on the fetch
+  path (``planningMode=fetch``), after an unmeasured warm-up read: seconds and broker bytes
+  per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
+  0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
+
+``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator, Optional
+
+from benchmarks.broker_bytes import BrokerBytesSampler, _read_once
+from kafkasync_source.testing import Record
+
+PARTITIONS, RECORDS_PER_PARTITION, KEY_BYTES = 8, 200_000, 8
+EXTRACTION_SAMPLE = 200_000
+TARGETS = {"speed_vs_without": 0.8}
+EVENT_TIME = {"eventTime.jsonPath": "$.ts"}
+VARIANTS = (  # (label, options): with the path; without it on the default path; on the fetch path
+    ("json_path", EVENT_TIME),
+    ("kafka_timestamp_auto", {}),
+    ("kafka_timestamp_fetch", {"planningMode": "fetch"}),
+)
+SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
+
+
+def order(partition: int, i: int, event_time: int) -> bytes:
+    """A JSON order of about 200 bytes with its event time in ``ts``."""
+    return json.dumps({
+        "id": f"order-{partition}-{i:08d}", "ts": event_time, "customer": f"c{(i * 7919) % 1_000_000:07d}",
+        "amount": round((i % 10_000) / 7, 2), "currency": "EUR", "channel": "web", "status": "confirmed",
+        "country": "DE",
+        "items": [{"sku": f"s{i % 97}", "qty": 1 + i % 3}, {"sku": f"s{i % 89}", "qty": 1}],
+    }, separators=(",", ":")).encode()
+
+
+def produce_orders(bootstrap: str, topic: str, records_per_partition: int) -> int:
+    """The backlog; returns its payload bytes (keys and values)."""
+    from kafkasync_source.testing.broker import KafkaBroker
+
+    now = int(time.time() * 1000)
+    event_start = now - 6 * 3_600_000
+    step = 6 * 3_600_000 // records_per_partition
+    copy_started = now - 60_000 - PARTITIONS * records_per_partition  # a copy job's clock, 1 ms a record
+    payload = [0]
+
+    def records() -> Iterator[Record]:
+        for i in range(records_per_partition):
+            for partition in range(PARTITIONS):
+                value = order(partition, i, event_start + i * step + partition)
+                payload[0] += KEY_BYTES + len(value)
+                yield Record(partition, copy_started + i * PARTITIONS + partition, b"k%07d" % i, value)
+
+    with KafkaBroker(bootstrap) as broker:
+        broker.create_topic(topic, PARTITIONS)
+        broker.produce(topic, records())
+    return payload[0]
+
+
+def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]:
+    """Records/s of the seam on one core, over ``sample`` records consumed beforehand."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kafkasync_source.event_time import EventTimeOptions, record_time
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkasync-bench-event-time",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    messages: list = []
+    deadline = time.monotonic() + 120
+    while len(messages) < sample and time.monotonic() < deadline:
+        messages.extend(m for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    consumer.close()
+    messages = messages[:sample]
+    rates = {}
+    for label, where in SEAMS:
+        time_of = record_time(where and EventTimeOptions(*where)).time_of
+        started = time.perf_counter()
+        for message in messages:
+            time_of(message)
+        rates[label] = len(messages) / (time.perf_counter() - started)
+    return {"records": len(messages), "records_per_s": rates}
+
+
+def driver_fetch_rate(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """Records/s the driver's fetcher buffers the whole topic at, with each seam."""
+    from kafkasync_source.event_time import EventTimeOptions, record_time
+    from kafkasync_source.fetcher import DriverFetcher
+    from kafkasync_source.planner import TopicPartition
+
+    rates = {}
+    for label, where in SEAMS:
+        fetcher = DriverFetcher({"bootstrap.servers": bootstrap, "isolation.level": "read_uncommitted"},
+                                buffer_capacity=lambda partitions: records, fail_on_data_loss=True,
+                                record_time=record_time(where and EventTimeOptions(*where)))
+        try:
+            started = time.perf_counter()
+            fetcher.position_at({TopicPartition(topic, p): 0 for p in range(PARTITIONS)})
+            deadline = time.monotonic() + 300
+            while sum(fetcher.buffered().values()) < records:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the driver's fetcher buffered {fetcher.buffered()} of {records}")
+                time.sleep(0.01)
+            rates[label] = records / (time.perf_counter() - started)
+        finally:
+            fetcher.close()
+    return rates
+
+
+def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
+    topic = f"kafkasync-bench-event-time-{int(time.time())}"
+    payload = produce_orders(bootstrap, topic, records_per_partition)
+    records = PARTITIONS * records_per_partition
+    results: dict[str, Any] = {"records": records, "payload_bytes": payload,
+                               "mean_value_bytes": round(payload / records - KEY_BYTES, 1)}
+    results["extraction_one_core"] = extraction_rate(bootstrap, topic, min(EXTRACTION_SAMPLE, records))
+    results["driver_fetch_records_per_s"] = driver_fetch_rate(bootstrap, topic, records)
+    _read_once(spark, bootstrap, topic, "kafkasync", dict(EVENT_TIME))  # warm-up, not measured
+    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    reads: dict[str, Any] = {}
+    for label, options in VARIANTS:
+        with BrokerBytesSampler(port) as sampler:
+            started = time.perf_counter()
+            rows = _read_once(spark, bootstrap, topic, "kafkasync", dict(options))
+            seconds = time.perf_counter() - started
+        if rows != records:
+            raise RuntimeError(f"{label} read {rows} of {records} records")
+        reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
+                        "bytes_per_payload_byte": sampler.bytes_sent / payload}
+    results["reads"] = reads
+    with_path = reads["json_path"]
+    results["speed_vs_without"] = reads["kafka_timestamp_auto"]["seconds"] / with_path["seconds"]
+    results["speed_vs_fetch_path"] = reads["kafka_timestamp_fetch"]["seconds"] / with_path["seconds"]
+    results["bytes_vs_fetch_path"] = (with_path["bytes_per_payload_byte"]
+                                      / reads["kafka_timestamp_fetch"]["bytes_per_payload_byte"])
+    results["targets"] = {"speed_vs_without": TARGETS["speed_vs_without"], "bytes_vs_fetch_path": 1.0}
+    return results
+
+
+def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
+    """:func:`measure` in a Spark session of its own (``make bench`` runs it on its broker)."""
+    import tempfile
+
+    from kafkasync_source.source import register
+    from kafkasync_source.testing.spark import local_spark_session
+
+    spark = local_spark_session("kafkasync-event-time", tempfile.mkdtemp(prefix="kafkasync-bench-"))
+    register(spark)
+    try:
+        return measure(spark, bootstrap, records_per_partition)
+    finally:
+        spark.stop()
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    import argparse
+
+    from kafkasync_source.testing.local_broker import real_broker
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records: a smoke run")
+    args = parser.parse_args(argv)
+    with real_broker() as (bootstrap, why_not):
+        figures = {"skipped": why_not} if bootstrap is None else run(
+            bootstrap, 1_000 if args.tiny else RECORDS_PER_PARTITION)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
