@@ -56,6 +56,7 @@ import inspect
 import math
 import re
 import struct
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
@@ -129,14 +130,11 @@ class EventTimeOptions:
         record_time(self)
 
 
-class RecordTime:
+class RecordTime(ABC):
     """``time_of(record)``: the record's time code (see the module docstring). Stateless."""
 
-    reads_payload = False
-    """Whether the time comes from the record's key, value or headers (not its Kafka timestamp)."""
-
-    def time_of(self, record: Any) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def time_of(self, record: Any) -> int: ...
 
 
 class _KafkaTimestamp(RecordTime):
@@ -152,8 +150,6 @@ KAFKA_TIMESTAMP: RecordTime = _KafkaTimestamp()
 
 class _ExtractedTime(RecordTime):
     """A time read from the record by ``read`` (raising InvalidTime), then the invalid policy."""
-
-    reads_payload = True
 
     def __init__(self, options: EventTimeOptions, read: Callable[[Any], int]) -> None:
         self._options = options

@@ -358,7 +358,8 @@ class DriverFetcher:
                             buffer.moved_back = offset  # an older record: the log moved back
                         continue
                     if buffer.full:
-                        buffer.overflowed = buffer.failure is None
+                        if buffer.failure is None:  # (past a failure nothing is buffered, for good)
+                            buffer.overflowed = True
                         continue
                     try:
                         # The planner sees no difference between a record without time and one
