@@ -357,17 +357,20 @@ class DriverFetcher:
                         if offset < buffer.position and not buffer.overflowed and buffer.moved_back is None:
                             buffer.moved_back = offset  # an older record: the log moved back
                         continue
-                    if buffer.full:
-                        if buffer.failure is None:  # (past a failure nothing is buffered, for good)
-                            buffer.overflowed = True
+                    if buffer.failure is not None:  # nothing past a failed record, for good
+                        continue
+                    if buffer.count >= buffer.capacity:
+                        buffer.overflowed = True
                         continue
                     try:
-                        # The planner sees no difference between a record without time and one
-                        # that takes its partition's time: both take the partition time so far.
-                        timestamp = max(time_of(message), NO_TIMESTAMP)
+                        timestamp = time_of(message)
                     except KafkaSyncEventTimeError as failure:
                         buffer.failure = failure
                         continue
+                    if timestamp < NO_TIMESTAMP:
+                        # The planner sees no difference between a record without time and one
+                        # that takes its partition's time: both take the partition time so far.
+                        timestamp = NO_TIMESTAMP
                     buffer.staged_offsets.append(offset)
                     buffer.staged_timestamps.append(timestamp)
                     buffer.count += 1
