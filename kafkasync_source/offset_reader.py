@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.options import (
     EARLIEST,
     LATEST,
@@ -84,14 +85,14 @@ class OffsetReader:
         # What failed, per broker (connection refused, name not resolved, SASL or SSL
         # handshake): librdkafka tells it only to the error callback, not in the exception.
         self._client_errors: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
-        self._consumer = Consumer(
+        self._consumer = Consumer(with_python_logging(
             {
                 **client_config,
                 "group.id": consumer_group_id(client_config),
                 "enable.auto.commit": False,
                 "error_cb": lambda error: self._client_errors.append(error.str()),
             }
-        )
+        ))
 
     def close(self) -> None:
         self._consumer.close()
