@@ -66,10 +66,12 @@ _RETRIABLE_CODES = frozenset({
 
 def _certificate_failure(error: KafkaError) -> bool:
     """A TLS handshake refused for a certificate reason — one side does not trust the other's
-    certificate, or a certificate is missing, expired or for another host: librdkafka reports
-    it as ``_SSL`` with OpenSSL's reason ("certificate verify failed", "tlsv13 alert
-    certificate required", "sslv3 alert bad certificate")."""
-    return error.code() == KafkaError._SSL and "certificate" in error.str().lower()
+    certificate, or a certificate is missing, expired or for another host. librdkafka reports
+    the client's refusal as ``_SSL`` ("SSL handshake failed: ... certificate verify failed");
+    the broker's, which a TLS 1.3 client reads only after its handshake, as a transport error
+    ("Receive failed: ... ssl/tls alert bad certificate", "tlsv13 alert certificate required")."""
+    text = error.str().lower()
+    return error.code() in (KafkaError._SSL, KafkaError._TRANSPORT) and "certificate" in text and "ssl" in text
 
 
 def _retriable(error: Any) -> bool:
