@@ -34,6 +34,7 @@ from kafkasync_source.bounded_run import (
     missing_partitions,
     unfinished,
 )
+from kafkasync_source.executor_import import RebuiltAfterImport
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
@@ -525,7 +526,7 @@ def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream
     return late
 
 
-class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark glue: offsets in and out as JSON, ranges to executors. Holds only options."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
