@@ -19,6 +19,7 @@ Messages name keys, never values: a JAAS line, a password or a PEM is a secret.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from kafkasync_source.java_keystores import JavaKeystoreError, keystore_as_pem, truststore_as_pem
 
@@ -140,11 +141,11 @@ def _translate_keystore(config: dict[str, str]) -> None:
     config["ssl.certificate.pem"], config["ssl.key.pem"] = certificate, key
 
 
-def _refuse_both(config: dict[str, str], given: list[str], librdkafka: tuple[str, ...], what: str) -> None:
+def _refuse_both(config: dict[str, str], given: Sequence[str], librdkafka: tuple[str, ...], what: str) -> None:
     clashing = [key for key in librdkafka if key in config]
     if clashing:
         raise JavaClientSettingError(
-            f"Options {', '.join(repr('kafka.' + key) for key in given + clashing)} all {what}; "
+            f"Options {', '.join(repr('kafka.' + key) for key in [*given, *clashing])} all {what}; "
             "keep one way of giving them.")
 
 

@@ -194,10 +194,10 @@ class OffsetReader:
                 self._consumer.poll(0)  # serves the client's error events (and its log)
                 if self._certificate_failures:
                     raise self._unreachable(began, err, "the TLS handshake failed for a certificate "
-                                            "reason, which retrying cannot cure", self._certificate_failures)
+                                            "reason, which retrying cannot cure", self._certificate_failures) from None
                 if remaining <= wait_s:
                     self._consumer.poll(0.1)
-                    raise self._unreachable(began, err, "", self._client_errors)
+                    raise self._unreachable(began, err, "", self._client_errors) from None
                 wait_s *= 2
 
     def _unreachable(self, began: float, err: KafkaException, why: str, failures: Iterable[str]
