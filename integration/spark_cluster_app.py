@@ -1,8 +1,10 @@
 """The application integration/test_spark_cluster.py submits to a Spark standalone cluster with
 ``spark-submit``, as a user would: it imports kafkasync from the packed environment it runs in
-(never from a checkout) and finds ``format("kafkasync")`` by Spark's own discovery.
+(never from a checkout).
 
-It reports on stdout, one ``kafkasync-cluster <stage> <json>`` line per step:
+The backfill stream finds ``format("kafkasync")`` by discovery; the batch read and the live
+stream run after ``kafkasync_source.register(spark)``. It reports on stdout, one
+``kafkasync-cluster <stage> <json>`` line per step:
 
 1. ``executors`` — each executor's Python and where it imports kafkasync from;
 2. ``stream`` — a rate-limited, watermarked windowed count over a backfill, stopped after a few
@@ -142,6 +144,9 @@ def main() -> int:
     report("driver", {"python": sys.executable, "kafkasync": kafkasync_source.__file__})
     report("executors", where_executors_import_kafkasync(spark))
     report("stream", stream_stopped_and_restarted(spark, bootstrap, topics, work))
+    # Found by discovery above; registered explicitly from here on (the session's Python path
+    # then serves the source, see docs/deployment.md): both ways must work on a cluster.
+    kafkasync_source.register(spark)
     report("batch", batch_read(spark, bootstrap, topics))
     report("live", live_stream_through_a_broker_restart(spark, bootstrap, live_topic, work))
     spark.stop()

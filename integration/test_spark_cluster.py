@@ -171,13 +171,13 @@ def test_kafkasync_on_a_standalone_cluster_deployed_as_the_docs_say(kafka_distri
     sizes = [sum(end.values()) - sum(before.values()) for before, end in zip([{}] + ends, ends)]
     print(f"cluster: stream batches {sizes} (first run {stream['first_run_batches']}, restart at batch "
           f"{stream['second_run_first_batch']}), dropped {stream['dropped']}; live {results['live']}")
-    assert ends[-1] == {f"{topic}-{partition}": len(stamps) for (topic, partition), stamps in backfill.timestamps.items()}
+    per_partition = {f"{topic}-{partition}": len(stamps) for (topic, partition), stamps in backfill.timestamps.items()}
+    assert ends[-1] == per_partition
     assert sum(sizes) == backfill.records and max(sizes) <= 200, sizes
     assert 0 < stream["first_run_batches"] and stream["second_run_first_batch"] >= stream["first_run_batches"] - 1
     assert stream["dropped"] == 0, "a synchronized, rate-limited backfill dropped records behind the watermark"
 
-    assert results["batch"] == {f"{topic}-{partition}": len(stamps)
-                                for (topic, partition), stamps in backfill.timestamps.items()}
+    assert results["batch"] == per_partition
 
     live = results["live"]
     assert live["failed"] is None and live["missing"] == 0 and live["most_reads_of_one_record"] == 1, live
