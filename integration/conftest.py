@@ -22,7 +22,7 @@ saying so.
 Fixtures:
     kafka_distribution  session-scoped KafkaDistribution (KAFKA_HOME or Maven), or None
     bootstrap_servers   session-scoped "host:port"
-    own_broker          ``own_broker(sasl=None, tls_keystore=None) -> LocalKafkaBroker``: a broker of its
+    own_broker          ``own_broker(sasl=None, tls_keystore=None, tls_client_ca=None) -> LocalKafkaBroker``: a broker of its
                         own for the test, started; closed at the end of the test
     admin               session-scoped confluent_kafka AdminClient
     topic_factory       ``topic_factory(partitions=1) -> name``: creates a unique
@@ -239,8 +239,9 @@ def own_broker(kafka_distribution):
 
     brokers = []
 
-    def make(sasl=None, tls_keystore=None):
-        broker = LocalKafkaBroker(kafka_distribution, sasl=sasl, tls_keystore=tls_keystore).start()
+    def make(sasl=None, tls_keystore=None, tls_client_ca=None):
+        broker = LocalKafkaBroker(kafka_distribution, sasl=sasl, tls_keystore=tls_keystore,
+                                  tls_client_ca=tls_client_ca).start()
         brokers.append(broker)
         return broker
 

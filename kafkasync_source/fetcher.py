@@ -44,6 +44,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.event_time import KAFKA_TIMESTAMP, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.options import consumer_group_id
 from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartition
@@ -179,7 +180,7 @@ class DriverFetcher:
         self._record_time = record_time  # each record's time for the planner (event_time.py)
         # librdkafka's own default when unset (kafkasync's options always set it).
         self._read_committed = client_config.get("isolation.level", "read_committed") == "read_committed"
-        self._consumer = Consumer(
+        self._consumer = Consumer(with_python_logging(
             {
                 **client_config,
                 "group.id": consumer_group_id(client_config),
@@ -195,7 +196,7 @@ class DriverFetcher:
                 # 8 x 40,000 backlog, 220k -> 550-700k records/s.
                 "fetch.queue.backoff.ms": 10,
             }
-        )
+        ))
         self._lock = threading.Lock()
         self._buffers: dict[TopicPartition, _PartitionBuffer] = {}
         self._generation = 0  # bumped on every re-assignment: drops in-flight stale messages

@@ -18,6 +18,7 @@ from typing import Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.offsets import SyncOffset
 
 logger = logging.getLogger(__name__)
@@ -80,10 +81,10 @@ class GroupCommitter:
 
     def _client(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(
+            self._consumer = Consumer(with_python_logging(
                 {**self._client_config, "group.id": self._group_id, "enable.auto.commit": False,
                  "on_commit": self._on_commit}
-            )
+            ))
         return self._consumer
 
     def _on_commit(self, error: Optional[KafkaError], partitions: list) -> None:

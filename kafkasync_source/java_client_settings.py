@@ -1,7 +1,9 @@
 """Java-client settings that librdkafka does not have, refused at query start naming the
 librdkafka setting to use instead; and the translation of Java's ``sasl.jaas.config``.
 
-A query moved from ``format("kafka")`` brings the Java consumer's security settings along.
+A query moved from ``format("kafka")`` brings the Java consumer's security settings along. Its
+truststore and keystore (JKS, PKCS12 or PEM) are read on the driver and given to librdkafka
+as PEM text (java_keystores.py); the rest is refused or translated here.
 librdkafka (the client under kafkasync) rejects most of them with "No such configuration
 property" — only once a consumer is created, and without saying what to use instead. Facts
 used below: librdkafka's CONFIGURATION.md (``ssl.keystore.location`` "Path to client's
@@ -17,20 +19,24 @@ Messages name keys, never values: a JAAS line, a password or a PEM is a secret.
 from __future__ import annotations
 
 import re
+from typing import Sequence
+
+from kafkasync_source.java_keystores import JavaKeystoreError, keystore_as_pem, truststore_as_pem
 
 _CA = "'kafka.ssl.ca.location' (a PEM file or directory) or 'kafka.ssl.ca.pem' (PEM text)"
-_TRUSTSTORE = (
-    "librdkafka (OpenSSL) has no Java truststore; give the CA certificate(s) with " + _CA
-    + "; export them from a JKS/PKCS#12 truststore with 'keytool -exportcert -rfc'"
+_TRUSTSTORE_PART = (
+    "goes with 'kafka.ssl.truststore.location' (a JKS, PKCS12 or PEM truststore, which kafkasync "
+    "reads on the driver and gives librdkafka as 'kafka.ssl.ca.pem'); alone it applies to nothing. "
+    "librdkafka's own settings are " + _CA
 )
 _PEM_CLIENT_KEY = (
     "'kafka.ssl.key.location' + 'kafka.ssl.certificate.location' (PEM files) or "
     "'kafka.ssl.key.pem' + 'kafka.ssl.certificate.pem' (PEM text)"
 )
-_KEYSTORE_TYPE = (
-    "librdkafka's 'kafka.ssl.keystore.location' reads PKCS#12 only; convert a JKS keystore "
-    "('keytool -importkeystore -deststoretype PKCS12') or give the key and certificate as "
-    + _PEM_CLIENT_KEY
+_KEYSTORE_PART = (
+    "goes with 'kafka.ssl.keystore.location' (a PKCS12, JKS or PEM keystore, which kafkasync "
+    "reads on the driver) or 'kafka.ssl.keystore.key'; alone it applies to nothing. librdkafka's "
+    "own settings are " + _PEM_CLIENT_KEY
 )
 _JSSE = (
     "a Java (JSSE) setting with no librdkafka equivalent: librdkafka uses OpenSSL; remove it"
@@ -48,14 +54,12 @@ _KERBEROS = (
 _JAVA_CLASSES = "Java classes cannot run in librdkafka"
 
 JAVA_ONLY_SETTINGS: dict[str, str] = {
-    "ssl.truststore.location": _TRUSTSTORE,
-    "ssl.truststore.password": _TRUSTSTORE,
-    "ssl.truststore.type": _TRUSTSTORE,
-    "ssl.truststore.certificates": f"{_TRUSTSTORE}; 'kafka.ssl.ca.pem' takes the same PEM text",
-    "ssl.keystore.type": _KEYSTORE_TYPE,
-    "ssl.keystore.key": "use 'kafka.ssl.key.pem' (same PEM private key; 'kafka.ssl.key.password' "
-                        "if it is encrypted)",
-    "ssl.keystore.certificate.chain": "use 'kafka.ssl.certificate.pem' (PEM certificate)",
+    "ssl.truststore.password": _TRUSTSTORE_PART,
+    "ssl.truststore.type": _TRUSTSTORE_PART,
+    "ssl.truststore.certificates": (
+        "inline certificates need 'kafka.ssl.truststore.type=PEM' (KIP-651), as in the Java client; "
+        "or give the same PEM text as 'kafka.ssl.ca.pem'"),
+    "ssl.keystore.type": _KEYSTORE_PART,
     "ssl.protocol": _JSSE,
     "ssl.enabled.protocols": _JSSE,
     "ssl.provider": _JSSE,
@@ -72,49 +76,88 @@ JAVA_ONLY_SETTINGS: dict[str, str] = {
     "ssl.engine.factory.class": f"{_JAVA_CLASSES}; give keys and certificates as {_PEM_CLIENT_KEY}",
 }
 """Java-client-only settings -> what to set in librdkafka instead (without the ``kafka.``
-prefix, as Spark users write them after ``kafka.``)."""
-
-_PKCS12 = "PKCS12"
-"""The one ``ssl.keystore.type`` librdkafka reads: it is dropped, not refused."""
+prefix, as Spark users write them after ``kafka.``). The truststore and keystore settings are
+listed for when they come without the location they go with."""
 
 
 class JavaClientSettingError(ValueError):
     """A Java-client-only setting; the message names it and its librdkafka equivalent."""
 
 
-_PEM_TRUSTSTORE = {"ssl.truststore.location": "ssl.ca.location", "ssl.truststore.certificates": "ssl.ca.pem"}
-"""A PEM truststore (KIP-651: ``ssl.truststore.type=PEM`` with a PEM file, or the certificates
-inline) is what librdkafka's CA settings take."""
-
-
-def _translate_pem_truststore(config: dict[str, str]) -> None:
-    """``ssl.truststore.type=PEM`` as a format("kafka") user writes it becomes librdkafka's
-    ``ssl.ca.location`` / ``ssl.ca.pem``. Other truststore types stay, to be refused naming
-    the PEM settings (librdkafka reads no JKS or PKCS#12 truststore)."""
-    if config.get("ssl.truststore.type", "").strip().upper() != "PEM":
-        return
-    if "ssl.truststore.password" in config:
+def _translate_truststore(config: dict[str, str]) -> None:
+    """``ssl.truststore.location`` (JKS, PKCS12 or PEM, with its password and type) or
+    ``ssl.truststore.certificates`` (KIP-651's inline PEM) becomes librdkafka's ``ssl.ca.pem``:
+    the store is read here, on the driver (java_keystores.py)."""
+    declared = config.get("ssl.truststore.type")
+    pem = (declared or "").strip().upper() == "PEM"
+    if pem and "ssl.truststore.password" in config:
         raise JavaClientSettingError(
             "Option 'kafka.ssl.truststore.password': a PEM truststore has no password (the Java "
             "client refuses one too, KIP-651); remove it.")
-    del config["ssl.truststore.type"]
-    for java, librdkafka in _PEM_TRUSTSTORE.items():
-        if java not in config:
-            continue
-        if librdkafka in config:
+    given = [key for key in ("ssl.truststore.location", "ssl.truststore.certificates") if key in config]
+    if not given or (given == ["ssl.truststore.certificates"] and not pem):
+        return  # refused below, naming what to set
+    _refuse_both(config, given, ("ssl.ca.location", "ssl.ca.pem"), "name the trusted CA certificates")
+    if "ssl.truststore.certificates" in config:
+        config["ssl.ca.pem"] = config.pop("ssl.truststore.certificates")
+        config.pop("ssl.truststore.type", None)
+        return
+    config["ssl.ca.pem"] = truststore_as_pem(
+        config.pop("ssl.truststore.location"), config.pop("ssl.truststore.password", None),
+        config.pop("ssl.truststore.type", None))
+
+
+def _translate_keystore(config: dict[str, str]) -> None:
+    """``ssl.keystore.location`` (PKCS12, JKS or PEM, with ``ssl.keystore.password`` and
+    ``ssl.key.password``) or KIP-651's inline ``ssl.keystore.key`` +
+    ``ssl.keystore.certificate.chain`` become librdkafka's ``ssl.certificate.pem`` and
+    ``ssl.key.pem``. A key taken out of a JKS or PKCS12 store is unencrypted, so its password
+    goes; a PEM key stays as written, with ``ssl.key.password`` to decrypt it."""
+    given = [key for key in ("ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain")
+             if key in config]
+    if not given:
+        return
+    if "ssl.keystore.location" in given and len(given) > 1:
+        _refuse_both(config, given[1:], ("ssl.keystore.location",), "name the client's key and certificate")
+    _refuse_both(config, given, ("ssl.key.location", "ssl.key.pem", "ssl.certificate.location", "ssl.certificate.pem"),
+                 "name the client's key and certificate")
+    if "ssl.keystore.location" not in config:
+        missing = {"ssl.keystore.key", "ssl.keystore.certificate.chain"} - set(given)
+        if missing:
             raise JavaClientSettingError(
-                f"Options 'kafka.{java}' and 'kafka.{librdkafka}' both name the trusted CA "
-                "certificates; keep one.")
-        config[librdkafka] = config.pop(java)
+                f"Option 'kafka.{given[0]}' needs 'kafka.{missing.pop()}' too (KIP-651: the PEM key "
+                "and its certificate chain are given together).")
+        config["ssl.key.pem"] = config.pop("ssl.keystore.key")
+        config["ssl.certificate.pem"] = config.pop("ssl.keystore.certificate.chain")
+        config.pop("ssl.keystore.type", None)
+        return
+    declared = config.pop("ssl.keystore.type", None)
+    pem = (declared or "").strip().upper() == "PEM"
+    certificate, key = keystore_as_pem(
+        config.pop("ssl.keystore.location"), config.pop("ssl.keystore.password", None),
+        config.get("ssl.key.password"), declared)
+    if not pem:
+        config.pop("ssl.key.password", None)
+    config["ssl.certificate.pem"], config["ssl.key.pem"] = certificate, key
+
+
+def _refuse_both(config: dict[str, str], given: Sequence[str], librdkafka: tuple[str, ...], what: str) -> None:
+    clashing = [key for key in librdkafka if key in config]
+    if clashing:
+        raise JavaClientSettingError(
+            f"Options {', '.join(repr('kafka.' + key) for key in [*given, *clashing])} all {what}; "
+            "keep one way of giving them.")
 
 
 def drop_or_refuse_java_settings(config: dict[str, str]) -> None:
-    """Refuse every Java-only setting of ``config`` in one error (one line per key), so a
-    migrated query is fixed in one round. ``ssl.keystore.type=PKCS12`` is dropped: it says
-    what librdkafka's keystore already is; a PEM truststore is translated."""
-    if config.get("ssl.keystore.type", "").strip().upper() == _PKCS12:
-        del config["ssl.keystore.type"]
-    _translate_pem_truststore(config)
+    """Translate the Java client's truststore and keystore settings into librdkafka's PEM ones,
+    then refuse every remaining Java-only setting of ``config`` in one error (one line per
+    key), so a migrated query is fixed in one round."""
+    try:
+        _translate_truststore(config)
+        _translate_keystore(config)
+    except JavaKeystoreError as err:
+        raise JavaClientSettingError(str(err)) from None
     refused = sorted(
         (key, JAVA_ONLY_SETTINGS.get(key, f"{_JAVA_CLASSES}; there is no equivalent"))
         for key in config

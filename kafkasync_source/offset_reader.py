@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.options import (
     EARLIEST,
     LATEST,
@@ -32,8 +33,13 @@ from kafkasync_source.planner import TopicPartition
 logger = logging.getLogger(__name__)
 
 _METADATA_TIMEOUT_S = 30.0
+_METADATA_FIRST_SLICE_S = 0.5
+"""The metadata wait is cut into slices, this long at first and twice as long each time (a
+cluster far away still gets the time to answer one request), so that a failure no retry can
+cure (a broker certificate the client does not trust) ends it early, not after the whole wait."""
 _GONE_CONFIRM_S = 1.0
 _CLIENT_ERRORS_KEPT = 10
+_ATTEMPT_TIMING = re.compile(r" \(after \d+ms in state \w+\)")
 
 
 class KafkaSyncTopicError(ValueError):
@@ -56,6 +62,16 @@ _RETRIABLE_CODES = frozenset({
     KafkaError._ALL_BROKERS_DOWN,
     KafkaError._WAIT_COORD,
 })
+
+
+def _certificate_failure(error: KafkaError) -> bool:
+    """A TLS handshake refused for a certificate reason — one side does not trust the other's
+    certificate, or a certificate is missing, expired or for another host. librdkafka reports
+    the client's refusal as ``_SSL`` ("SSL handshake failed: ... certificate verify failed");
+    the broker's, which a TLS 1.3 client reads only after its handshake, as a transport error
+    ("Receive failed: ... ssl/tls alert bad certificate", "tlsv13 alert certificate required")."""
+    text = error.str().lower()
+    return error.code() in (KafkaError._SSL, KafkaError._TRANSPORT) and "certificate" in text and "ssl" in text
 
 
 def _retriable(error: Any) -> bool:
@@ -84,14 +100,20 @@ class OffsetReader:
         # What failed, per broker (connection refused, name not resolved, SASL or SSL
         # handshake): librdkafka tells it only to the error callback, not in the exception.
         self._client_errors: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
-        self._consumer = Consumer(
+        self._certificate_failures: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
+        self._consumer = Consumer(with_python_logging(
             {
                 **client_config,
                 "group.id": consumer_group_id(client_config),
                 "enable.auto.commit": False,
-                "error_cb": lambda error: self._client_errors.append(error.str()),
+                "error_cb": self._on_client_error,
             }
-        )
+        ))
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        self._client_errors.append(error.str())
+        if _certificate_failure(error):
+            self._certificate_failures.append(error.str())
 
     def close(self) -> None:
         self._consumer.close()
@@ -152,26 +174,46 @@ class OffsetReader:
 
     def _metadata(self) -> Any:
         """The cluster's metadata; an error that names the brokers, what failed and how long
-        it was tried, instead of librdkafka's bare "Broker transport failure"."""
+        it was tried, instead of librdkafka's bare "Broker transport failure".
+
+        librdkafka keeps trying every broker for the whole timeout, so a failure means the
+        cluster was unreachable that long; but a TLS handshake that fails for a certificate
+        reason fails the same way on every retry (librdkafka retried one for the whole 30 s),
+        so the wait stops at the first such failure. A topic without a leader yet is retried
+        by partitions()."""
         self._client_errors.clear()
+        self._certificate_failures.clear()
         began = time.monotonic()
-        # Not retried here: librdkafka keeps trying every broker for the whole timeout, so a
-        # failure means the cluster was unreachable that long. A topic without a leader yet is
-        # retried by partitions().
-        try:
-            return self._consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
-        except KafkaException as err:
-            self._consumer.poll(0.1)  # serves the client's error events into _client_errors
-            config = self._client_config
-            failures = list(dict.fromkeys(self._client_errors))[:3]
-            raise KafkaSyncConnectionError(scrub(
-                f"kafkasync could not reach the Kafka cluster at kafka.bootstrap.servers="
-                f"{config.get('bootstrap.servers')} (security.protocol="
-                f"{config.get('security.protocol', 'plaintext')}) for "
-                f"{time.monotonic() - began:.0f} s: {err.args[0].str() if err.args else err}."
-                + (f" The client reported: {'; '.join(failures)}." if failures else ""),
-                config,
-            )) from None
+        wait_s = _METADATA_FIRST_SLICE_S
+        while True:
+            remaining = began + _METADATA_TIMEOUT_S - time.monotonic()
+            wait_s = max(0.001, min(wait_s, remaining))
+            try:
+                return self._consumer.list_topics(timeout=wait_s)
+            except KafkaException as err:
+                self._consumer.poll(0)  # serves the client's error events (and its log)
+                if self._certificate_failures:
+                    raise self._unreachable(began, err, "the TLS handshake failed for a certificate "
+                                            "reason, which retrying cannot cure", self._certificate_failures) from None
+                if remaining <= wait_s:
+                    self._consumer.poll(0.1)
+                    raise self._unreachable(began, err, "", self._client_errors) from None
+                wait_s *= 2
+
+    def _unreachable(self, began: float, err: KafkaException, why: str, failures: Iterable[str]
+                     ) -> KafkaSyncConnectionError:
+        config = self._client_config
+        # One line per failure, not one per attempt ("after 2ms" then "after 1ms in state X").
+        reported = list(dict.fromkeys(_ATTEMPT_TIMING.sub("", failure) for failure in failures))[:3]
+        return KafkaSyncConnectionError(scrub(
+            f"kafkasync could not reach the Kafka cluster at kafka.bootstrap.servers="
+            f"{config.get('bootstrap.servers')} (security.protocol="
+            f"{config.get('security.protocol', 'plaintext')}) for "
+            f"{time.monotonic() - began:.0f} s: " + (f"{why}. " if why else "")
+            + f"{err.args[0].str() if err.args else err}."
+            + (f" The client reported: {'; '.join(reported)}." if reported else ""),
+            config,
+        ))
 
     def gone(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         """The partitions among ``partitions`` that no longer exist (see :func:`partitions_gone`)."""

@@ -11,6 +11,7 @@ never echoed: :func:`redact` is used wherever client configuration could reach a
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import re
@@ -30,7 +31,7 @@ from kafkasync_source.java_client_settings import (
     drop_or_refuse_java_settings,
     jaas_credentials,
 )
-from kafkasync_source.option_docs import documented_source_options
+from kafkasync_source.option_docs import OPTION_DOCS, documented_source_options
 from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     )
     if unknown:
         raise KafkaSyncOptionError(
-            f"Unknown option(s) {', '.join(repr(k) for k in unknown)}. kafkasync accepts: "
+            f"Unknown option(s) {', '.join(_with_suggestion(k) for k in unknown)}. kafkasync accepts: "
             + ", ".join(sorted(_KNOWN_OPTIONS - {"path"}))
             + " and kafka.* client settings."
         )
@@ -332,6 +333,17 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         planning_mode=planning_mode,
         event_time=_event_time(lowered, planning_mode),
     )
+
+
+_OPTION_SPELLINGS = {name.lower(): name for doc in OPTION_DOCS for name in doc.names if not name.startswith("kafka.")}
+"""Each option's documented spelling by its lower-cased form (the form Spark hands a source)."""
+
+
+def _with_suggestion(unknown: str) -> str:
+    """``'maxoffsetpertrigger' (did you mean 'maxOffsetsPerTrigger'?)``: a misspelt option is
+    named with its closest documented spelling, ahead of the list of every option."""
+    close = difflib.get_close_matches(unknown, _OPTION_SPELLINGS, n=1, cutoff=0.8)
+    return f"{unknown!r} (did you mean {_OPTION_SPELLINGS[close[0]]!r}?)" if close else repr(unknown)
 
 
 def _planning_mode(lowered: Mapping[str, str]) -> str:

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.consumer_pool import POOL, PooledConsumer
 from kafkasync_source.event_time import (
     NO_TIME,
@@ -101,7 +102,7 @@ class RangeReader:
         scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
-            pooled = POOL.acquire(key, lambda: Consumer(config))
+            pooled = POOL.acquire(key, lambda: Consumer(with_python_logging(config)))
             completed = False
             try:
                 completed = yield from self._read(pooled, kafka_range)

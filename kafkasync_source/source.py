@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.executor_import import RebuiltAfterImport
 from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
@@ -17,7 +18,7 @@ from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
 
 
-class KafkaSyncDataSource(DataSource):
+class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
     """Kafka topics as event-time-synchronized micro-batches.
 
     A drop-in for ``format("kafka")``: same options, same schema (key, value, topic,
@@ -138,7 +139,7 @@ class KafkaSyncDataSource(DataSource):
         return parse_options(self.options, streaming=streaming)
 
 
-class KafkaSyncBatchReader(DataSourceReader):
+class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
     """``spark.read.format("kafkasync")``: every record between startingOffsets and
     endingOffsets, resolved once when the query is planned."""
 

@@ -47,6 +47,7 @@ from typing import Mapping, Optional, Union
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.options import (
     AUTOSTOP_DURABLE,
     TimestampSpec,
@@ -208,10 +209,10 @@ class StopOffsetStore:
             return
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient(
+        admin = AdminClient(with_python_logging(
             {**non_consumer_settings(self._client_config),
              "socket.timeout.ms": int(self._timeout_s * 1000)}
-        )
+        ))
         request = NewTopic(
             self.topic, num_partitions=1, replication_factor=-1, config={"cleanup.policy": "compact"}
         )
@@ -220,6 +221,7 @@ class StopOffsetStore:
         )[self.topic]
         try:
             future.result(timeout=self._timeout_s + 5)
+            admin.poll(0)  # hands over its log
             logger.info("kafkasync: created the stop-offset topic %r (compacted)", self.topic)
         except KafkaException as err:
             if err.args and getattr(err.args[0], "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -248,7 +250,7 @@ class StopOffsetStore:
         return found is not None and found.error is None
 
     def _consumer(self) -> Consumer:
-        return Consumer(
+        return Consumer(with_python_logging(
             {
                 **self._client_config,
                 "group.id": consumer_group_id(self._client_config),
@@ -256,7 +258,7 @@ class StopOffsetStore:
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
             }
-        )
+        ))
 
     def load(self, key: str) -> Optional[StopTarget]:
         """The latest record for ``key`` (None when there is none or it was reset)."""
@@ -313,7 +315,7 @@ class StopOffsetStore:
         self._write(key, None)
 
     def _write(self, key: str, value: Optional[bytes]) -> None:
-        producer = Producer(
+        producer = Producer(with_python_logging(
             {
                 **non_consumer_settings(self._client_config),
                 "acks": "all",
@@ -322,7 +324,7 @@ class StopOffsetStore:
                 "max.in.flight.requests.per.connection": 1,
                 "message.timeout.ms": int(self._timeout_s * 1000),
             }
-        )
+        ))
         errors: list = []
         producer.produce(
             self.topic, key=key.encode(), value=value, partition=STORE_PARTITION,

@@ -35,6 +35,7 @@ from kafkasync_source.bounded_run import (
     unfinished,
 )
 from kafkasync_source.event_time import record_time
+from kafkasync_source.executor_import import RebuiltAfterImport
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
 from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
@@ -532,7 +533,7 @@ def _late_records(cut: Cut, states: dict[TopicPartition, PartitionState], stream
     return late
 
 
-class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark glue: offsets in and out as JSON, ranges to executors. Holds only options."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:

@@ -35,6 +35,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
 
+from kafkasync_source.client_log import with_python_logging
 from kafkasync_source.event_time import KAFKA_TIMESTAMP
 from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.known_answers import KnownFirstOffsets
@@ -108,7 +109,7 @@ class RecordProbe:
         """The first readable record at or after each offset, None where the partition ends
         (at the readable end) before one."""
         if self._consumer is None:
-            self._consumer = Consumer(self._config)
+            self._consumer = Consumer(with_python_logging(self._config))
         consumer = self._consumer
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()])
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
@@ -170,7 +171,7 @@ class TimeIndexReader:
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
         self._admin_settings: dict[str, str | int | float | bool] = {**non_consumer_settings(client_config)}
-        self._admin = AdminClient(self._admin_settings)
+        self._admin = AdminClient(with_python_logging(self._admin_settings))
         self._retries = 0 if fall_back_on_failure else retries
         self._fall_back_on_failure = fall_back_on_failure
         self._give_up_after_s = give_up_after_ms / 1000
@@ -333,7 +334,7 @@ class TimeIndexReader:
         logger.info("kafkasync: ListOffsets found stale leaders (%s); asking again with fresh metadata",
                     ", ".join(f"{tp.topic}-{tp.partition}: {error.name()}"
                               for tp, error in sorted(failures.items())[:5]))
-        self._admin = AdminClient(self._admin_settings)
+        self._admin = AdminClient(with_python_logging(self._admin_settings))
 
     def _list_once(self, specs: Mapping[TopicPartition, int]) -> tuple[
             dict[TopicPartition, Optional[tuple[int, int]]], dict[TopicPartition, KafkaError]]:
@@ -366,6 +367,7 @@ class TimeIndexReader:
                     failures[tp] = result
                 else:
                     answers[tp] = (result.offset, result.timestamp)
+        self._admin.poll(0)  # hands over its log
         return answers, failures
 
 

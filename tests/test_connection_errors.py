@@ -38,3 +38,60 @@ def test_sasl_against_a_plaintext_listener_says_so_without_the_password(kafka_cl
                        "sasl.username": "svc", "sasl.password": "pw-9931-x"})
     assert "security.protocol=SASL_PLAINTEXT" in message and "SASL" in message.split("reported:")[1]
     assert "pw-9931-x" not in message
+
+
+@pytest.fixture(params=["server-certificate", "client-certificate-required"])
+def tls_listener(tmp_path, request):
+    """A TLS listener on 127.0.0.1 serving a certificate signed by the test's CA, and with
+    ``client-certificate-required`` asking for the client's (which it has none of): the TLS
+    handshake, which comes before any Kafka request, is all a client gets from it."""
+    import socket
+    import ssl
+    import threading
+
+    from kafkasync_source.testing.certificates import make_certificates
+
+    certificates = make_certificates(str(tmp_path))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificates.keystore)
+    if request.param == "client-certificate-required":
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(certificates.ca)
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stopping = threading.Event()
+
+    def serve():
+        while not stopping.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            try:
+                with context.wrap_socket(connection, server_side=True):
+                    pass
+            except (OSError, ssl.SSLError):
+                pass  # the client refused our certificate, as it should
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}", certificates, request.param
+    stopping.set()
+    thread.join(5)
+    server.close()
+
+
+def test_a_broker_certificate_the_client_does_not_trust_fails_at_once_naming_broker_and_reason(
+        monkeypatch, tls_listener):
+    import time
+
+    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 30.0)
+    address, certificates, listener = tls_listener
+    trusted_ca = certificates.other_ca if listener == "server-certificate" else certificates.ca
+    began = time.monotonic()
+    message = failure({"bootstrap.servers": address, "security.protocol": "SSL", "ssl.ca.location": trusted_ca})
+    assert time.monotonic() - began < 5, message
+    assert f"kafka.bootstrap.servers={address} (security.protocol=SSL)" in message
+    assert "certificate" in message and "retrying cannot cure" in message
+    reason = "SSL handshake failed" if listener == "server-certificate" else "alert certificate required"
+    assert f"ssl://{address}/bootstrap: " in message and reason in message, message

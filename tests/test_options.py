@@ -57,6 +57,15 @@ def test_unknown_option_is_named_with_what_is_allowed():
         parse(maxOffsetPerTrigger="10")
 
 
+def test_a_misspelt_option_gets_its_documented_spelling_before_the_list():
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        parse(maxOffsetPerTrigger="10", startingOffset="earliest", colour="blue")
+    message = str(failure.value)
+    assert message.startswith(
+        "Unknown option(s) 'colour', 'maxoffsetpertrigger' (did you mean 'maxOffsetsPerTrigger'?), "
+        "'startingoffset' (did you mean 'startingOffsets'?). kafkasync accepts:"), message
+
+
 def test_bootstrap_servers_is_required():
     with pytest.raises(KafkaSyncOptionError, match="kafka.bootstrap.servers"):
         parse_options({"subscribe": "t"}, streaming=True)

@@ -61,17 +61,19 @@ class LocalKafkaBroker:
     PLAINTEXT listener, ``sasl_bootstrap_servers`` the SASL_PLAINTEXT one (when ``sasl``)."""
 
     def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None,
-                 tls_keystore: Optional[str] = None,
+                 tls_keystore: Optional[str] = None, tls_client_ca: Optional[str] = None,
                  quorum: Optional["Quorum"] = None, node_id: int = 1) -> None:
         """``quorum``: the KRaft quorum this node is one of (:class:`LocalKafkaCluster`); a
         quorum of its own by default. ``tls_keystore`` (a PEM keystore, see
         :mod:`~kafkasync_source.testing.certificates`; with ``sasl``): a SASL_SSL listener too,
-        ``sasl_ssl_bootstrap_servers``."""
+        ``sasl_ssl_bootstrap_servers``; with ``tls_client_ca`` (a PEM CA certificate) it requires
+        each client's certificate, signed by that CA (mutual TLS)."""
         if tls_keystore is not None and sasl is None:
             raise ValueError("a SASL_SSL listener needs SASL users")
         self.distribution = distribution
         self._sasl = sasl
         self._tls_keystore = tls_keystore
+        self._tls_client_ca = tls_client_ca
         self._sasl_ssl_port = _free_port() if tls_keystore else None
         self.sasl_ssl_bootstrap_servers = f"127.0.0.1:{self._sasl_ssl_port}" if tls_keystore else None
         self.node_id = node_id
@@ -176,6 +178,12 @@ class LocalKafkaBroker:
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             ]
+            if self._tls_client_ca is not None:
+                extra += [
+                    "listener.name.sasl_ssl.ssl.client.auth=required",
+                    "listener.name.sasl_ssl.ssl.truststore.type=PEM",
+                    f"listener.name.sasl_ssl.ssl.truststore.location={self._tls_client_ca}",
+                ]
         replication = self._quorum.replication
         lines = [
             "process.roles=broker,controller",

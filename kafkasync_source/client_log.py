@@ -1,0 +1,82 @@
+"""librdkafka's log through Python ``logging``, once per broker and cause.
+
+Left alone, librdkafka prints its log to stderr from its own threads: a query pointed at a
+broker that is down printed dozens of ``%3|…|FAIL|rdkafka#consumer-1| … Connection refused``
+lines before kafkasync's own error said the same in one sentence. confluent-kafka takes a
+``logger`` setting instead (an object with ``log(level, msg, *args)``; it calls
+``log(level, "%s [%s] %s", facility, client name, message)`` with librdkafka's syslog level
+mapped to ``logging``'s) and hands it each line when the application polls the client.
+
+:data:`LIBRDKAFKA_LOG` writes each line to the ``kafkasync_source.librdkafka`` logger, once
+per broker and cause: a broker refusing connections every second is one line, and again
+after :data:`REPEAT_AFTER_S` with the count of lines held back, so a long outage is still
+seen in a long-running query's log. Messages come from librdkafka, which does not print
+configuration values; they pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+LOGGER = logging.getLogger("kafkasync_source.librdkafka")
+
+REPEAT_AFTER_S = 300.0
+"""A line held back this long is written again, with how many times it came meanwhile."""
+
+# "[thrd:127.0.0.1:9092/bootstrap]: 127.0.0.1:9092/bootstrap: Connect to ... failed: ...", and
+# "sasl_ssl://127.0.0.1:9093/1: SSL handshake failed: ..." for a broker known by its id.
+_THREAD_AND_BROKER = re.compile(r"^\[thrd:[^\]]*\]: (?:(?P<broker>(?:[a-z_]+://)?\S+?:\d+/[\w-]+): )?")
+# What changes from one repeat of a line to the next without changing its cause: timings
+# ("after 0ms in state CONNECT"), counts ("3 identical error(s) suppressed", "1 in-flight").
+_NUMBERS = re.compile(r"\d+")
+
+
+def _broker_and_cause(message: str) -> tuple[str, str]:
+    """(the broker a line is about, or "", the line without what varies between repeats)."""
+    match = _THREAD_AND_BROKER.match(message)
+    broker = (match.group("broker") or "") if match else ""
+    cause = message[match.end():] if match else message
+    return broker, _NUMBERS.sub("#", cause)
+
+
+class LibrdkafkaLog:
+    """confluent-kafka's ``logger``: forwards each distinct (facility, broker, cause) once
+    per :data:`REPEAT_AFTER_S`. Shared by every client of the process (the driver's and an
+    executor worker's several consumers report the same broker failing), hence the lock:
+    clients are polled from more than one thread."""
+
+    def __init__(self, logger: logging.Logger = LOGGER, repeat_after_s: float = REPEAT_AFTER_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._logger = logger
+        self._repeat_after_s = repeat_after_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str, str], list[float]] = {}  # key -> [last written, held back]
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        facility, client, message = (str(arg) for arg in args) if len(args) == 3 else ("", "", msg % args)
+        broker, cause = _broker_and_cause(message)
+        key = (facility, broker, cause)
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self._repeat_after_s:
+                seen[1] += 1
+                return
+            held_back = int(seen[1]) if seen is not None else 0
+            self._seen[key] = [now, 0]
+        suffix = f" ({held_back} more since it was last logged)" if held_back else ""
+        self._logger.log(level, "librdkafka %s [%s] %s%s", facility, client, message, suffix)
+
+
+LIBRDKAFKA_LOG = LibrdkafkaLog()
+
+
+def with_python_logging(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A client configuration whose librdkafka log goes to :data:`LIBRDKAFKA_LOG`. The client
+    hands its log over when it is polled: an ``AdminClient`` must be polled for it."""
+    return {**config, "logger": LIBRDKAFKA_LOG}
