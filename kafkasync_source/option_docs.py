@@ -167,7 +167,8 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             'function returning None): `fail` the query once every record before it was processed, naming'
             ' topic, partition, offset and why (Kafka Streams\' `FailOnInvalidTimestamp`); `skip`: read it '
             'with a null `eventTime`, taking no part in synchronization; `partitionTime`: the partition\'s'
-            ' time so far (`UsePartitionTimeOnInvalidTimestamp`; fails while the partition has none); '
+            ' time so far (`UsePartitionTimeOnInvalidTimestamp`; fails while the partition has none; a '
+            "partition's range in a batch is then read by one task, as with `includePartitionTime`); "
             '`recordTimestamp`: its Kafka timestamp. A function that raises always fails the query'
         ),
     ),

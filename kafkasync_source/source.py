@@ -22,7 +22,8 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
     """Kafka topics as event-time-synchronized micro-batches.
 
     A drop-in for ``format("kafka")``: same options, same schema (key, value, topic,
-    partition, offset, timestamp, timestampType [, headers]). Each micro-batch is cut where
+    partition, offset, timestamp, timestampType [, headers]; kafkasync's own options add
+    ``eventTime`` and ``partitionTime``). Each micro-batch is cut where
     Kafka Streams would stop (KIP-353/KIP-695): at stream time T = min over partitions of the
     largest buffered timestamp, so a lagging partition's records are not overtaken by the
     watermark, and re-runs over the same data give the same batches.
@@ -83,6 +84,16 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
     includePartitionTime              false      add ``partitionTime``: the partition's largest
                                                  timestamp up to each record (KIP-472),
                                                  continuing from the checkpoint
+    eventTime.jsonPath /              none       where the event time is when the Kafka
+    eventTime.header /                (Kafka     timestamp is the write time: a JSONPath into
+    eventTime.extractor               time-      the value (``$.source.ts_ms``), a header, or
+                                      stamp)     ``module:function(key, value, headers, ts)``;
+                                                 batches synchronize on it, an ``eventTime``
+                                                 column is added
+    eventTime.format                  epoch-     ``epochMillis``, ``epochSeconds``,
+                                      Millis     ``epochMicros``, ``iso8601``
+    eventTime.onInvalid               fail       ``fail`` (naming the record), ``skip``,
+                                                 ``partitionTime``, ``recordTimestamp``
     planningMode                      auto       where the driver learns timestamps: ``auto``
                                                  from the brokers' time index (ListOffsets,
                                                  no record read) where it answers exactly,
