@@ -15,7 +15,7 @@ from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOption
 from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
-from kafkasync_source.worker_socket import acknowledge_promptly
+from kafkasync_source.python_worker import acknowledge_promptly
 
 
 class KafkaSyncDataSource(DataSource):
@@ -147,7 +147,7 @@ class KafkaSyncBatchReader(DataSourceReader):
         self._schema = schema
 
     def __setstate__(self, state: dict) -> None:
-        # Unpickled in an executor's Python worker before it reads the task's input (worker_socket.py).
+        # Unpickled in an executor's Python worker before it reads the task's input (python_worker.py).
         self.__dict__.update(state)
         acknowledge_promptly()
 

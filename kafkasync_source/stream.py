@@ -60,7 +60,7 @@ from kafkasync_source.planner import (
 from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 from kafkasync_source.rate_limit import TriggerDelay
 from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
-from kafkasync_source.worker_socket import acknowledge_promptly
+from kafkasync_source.python_worker import acknowledge_promptly
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -547,7 +547,7 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __setstate__(self, state: dict) -> None:
         # Unpickled in an executor's Python worker as part of a task's command, before the
-        # worker reads the task's input: acknowledge the command now (worker_socket.py).
+        # worker reads the task's input: acknowledge the command now (python_worker.py).
         self.__dict__.update(state)
         acknowledge_promptly()
 

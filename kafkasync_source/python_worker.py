@@ -41,8 +41,8 @@ def acknowledge_promptly() -> None:
             if isinstance(candidate, socket.socket) and candidate.fileno() >= 0
             and candidate.type == socket.SOCK_STREAM and candidate.family in (socket.AF_INET, socket.AF_INET6)
         ]
-    for worker_socket in _worker_sockets:
+    for python_worker in _worker_sockets:
         try:
-            worker_socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+            python_worker.setsockopt(socket.IPPROTO_TCP, quickack, 1)
         except OSError:  # closed meanwhile: nothing to acknowledge
             continue

@@ -1,4 +1,4 @@
-"""worker_socket: a Python worker acknowledges its task's command at once (TCP_QUICKACK).
+"""python_worker: a Python worker acknowledges its task's command at once (TCP_QUICKACK).
 
 On a real loopback TCP connection: the receiving end is put into delayed-ACK (pingpong) mode,
 as a worker is after answering a task; acknowledge_promptly() must take it out, which Linux
@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from kafkasync_source import worker_socket
+from kafkasync_source import python_worker
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"),
                                 reason="TCP_QUICKACK is Linux's; elsewhere acknowledge_promptly() does nothing")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"),
 @pytest.fixture
 def connected(monkeypatch):
     """(sender, receiver): a loopback TCP connection; the module finds sockets afresh."""
-    monkeypatch.setattr(worker_socket, "_worker_sockets", None)
+    monkeypatch.setattr(python_worker, "_worker_sockets", None)
     with socket.create_server(("127.0.0.1", 0)) as server:
         sender = socket.create_connection(server.getsockname())
         receiver, _ = server.accept()
@@ -37,16 +37,16 @@ def test_leaves_delayed_ack_mode(connected):
     _, receiver = connected
     receiver.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)  # pingpong, as after a reply
     assert _quickack(receiver) == 0
-    worker_socket.acknowledge_promptly()
+    python_worker.acknowledge_promptly()
     assert _quickack(receiver) == 1
 
 
 def test_closed_sockets_are_skipped(connected):
     sender, receiver = connected
-    worker_socket.acknowledge_promptly()  # finds both
+    python_worker.acknowledge_promptly()  # finds both
     sender.close()
     receiver.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
-    worker_socket.acknowledge_promptly()  # the closed one raises inside, and is passed over
+    python_worker.acknowledge_promptly()  # the closed one raises inside, and is passed over
     assert _quickack(receiver) == 1
 
 
