@@ -12,10 +12,10 @@ from pyspark.sql.types import StructType
 from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
+from kafkasync_source.python_worker import landed_in_worker
 from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
-from kafkasync_source.python_worker import acknowledge_promptly
 
 
 class KafkaSyncDataSource(DataSource):
@@ -149,7 +149,7 @@ class KafkaSyncBatchReader(DataSourceReader):
     def __setstate__(self, state: dict) -> None:
         # Unpickled in an executor's Python worker before it reads the task's input (python_worker.py).
         self.__dict__.update(state)
-        acknowledge_promptly()
+        landed_in_worker()
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self._options

@@ -57,10 +57,10 @@ from kafkasync_source.planner import (
     TopicPartition,
     plan_batch,
 )
+from kafkasync_source.python_worker import landed_in_worker
 from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 from kafkasync_source.rate_limit import TriggerDelay
 from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
-from kafkasync_source.python_worker import acknowledge_promptly
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -547,9 +547,9 @@ class KafkaSyncStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __setstate__(self, state: dict) -> None:
         # Unpickled in an executor's Python worker as part of a task's command, before the
-        # worker reads the task's input: acknowledge the command now (python_worker.py).
+        # worker reads the task's input (python_worker.py).
         self.__dict__.update(state)
-        acknowledge_promptly()
+        landed_in_worker()
 
     def _sync_driver(self) -> SyncDriver:
         if self._driver is None:

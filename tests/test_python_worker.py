@@ -1,12 +1,15 @@
-"""python_worker: a Python worker acknowledges its task's command at once (TCP_QUICKACK).
+"""python_worker: what a reader does on landing in a Python worker.
 
-On a real loopback TCP connection: the receiving end is put into delayed-ACK (pingpong) mode,
-as a worker is after answering a task; acknowledge_promptly() must take it out, which Linux
-reports through getsockopt(TCP_QUICKACK). And the reader Spark ships to a worker does it
-when it is unpickled, which is before the worker reads the task's input."""
+It acknowledges its task's command at once (TCP_QUICKACK): on a real loopback TCP connection
+the receiving end is put into delayed-ACK (pingpong) mode, as a worker is after answering a
+task; acknowledge_promptly() must take it out, which Linux reports through
+getsockopt(TCP_QUICKACK). And it leaves the worker's startup objects out of later garbage
+collections, once per process. The readers Spark ships to a worker do both when unpickled,
+which is before the worker reads the task's input."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 import socket
 
@@ -14,14 +17,23 @@ import pytest
 
 from kafkasync_source import python_worker
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"),
-                                reason="TCP_QUICKACK is Linux's; elsewhere acknowledge_promptly() does nothing")
+needs_quickack = pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"),
+                                    reason="TCP_QUICKACK is Linux's; elsewhere acknowledge_promptly() does nothing")
 
 
 @pytest.fixture
-def connected(monkeypatch):
-    """(sender, receiver): a loopback TCP connection; the module finds sockets afresh."""
+def fresh_process(monkeypatch):
+    """As in a new worker: nothing found or frozen yet; this process's heap unfrozen after."""
     monkeypatch.setattr(python_worker, "_worker_sockets", None)
+    monkeypatch.setattr(python_worker, "_landings", 0)
+    gc.unfreeze()  # an earlier test may have unpickled a reader in this process
+    yield
+    gc.unfreeze()
+
+
+@pytest.fixture
+def connected(fresh_process):
+    """(sender, receiver): a loopback TCP connection."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         sender = socket.create_connection(server.getsockname())
         receiver, _ = server.accept()
@@ -33,6 +45,7 @@ def _quickack(sock: socket.socket) -> int:
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK)
 
 
+@needs_quickack
 def test_leaves_delayed_ack_mode(connected):
     _, receiver = connected
     receiver.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)  # pingpong, as after a reply
@@ -41,6 +54,7 @@ def test_leaves_delayed_ack_mode(connected):
     assert _quickack(receiver) == 1
 
 
+@needs_quickack
 def test_closed_sockets_are_skipped(connected):
     sender, receiver = connected
     python_worker.acknowledge_promptly()  # finds both
@@ -50,8 +64,21 @@ def test_closed_sockets_are_skipped(connected):
     assert _quickack(receiver) == 1
 
 
+def test_startup_objects_are_frozen_at_the_second_task(fresh_process):
+    python_worker.landed_in_worker()  # the first task may still import what tasks need
+    assert gc.get_freeze_count() == 0
+    python_worker.landed_in_worker()
+    frozen = gc.get_freeze_count()
+    assert frozen > 1000  # the modules of this process
+    ballast = [[] for _ in range(10)]
+    python_worker.landed_in_worker()  # a later task: what it made stays collectable
+    assert gc.get_freeze_count() == frozen
+    assert ballast
+
+
+@needs_quickack
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream reader", "batch reader"])
-def test_unpickling_a_reader_acknowledges(connected, streaming):
+def test_unpickling_a_reader_acknowledges_and_freezes(connected, streaming):
     from kafkasync_source.options import parse_options
     from kafkasync_source.schema import kafka_schema
     from kafkasync_source.source import KafkaSyncBatchReader
@@ -64,3 +91,5 @@ def test_unpickling_a_reader_acknowledges(connected, streaming):
     receiver.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
     pickle.loads(shipped)
     assert _quickack(receiver) == 1
+    pickle.loads(shipped)  # a second task
+    assert gc.get_freeze_count() > 0
