@@ -305,7 +305,9 @@ def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float
                 raise RuntimeError(f"{source} gave no row: {query.exception()}")
             time.sleep(0.01)
         first_row_ms = next(at for at, stamps in list(arrivals) if stamps) - started
-        producer = _Produced(bootstrap, topic, seconds).start() if source in SOURCES else None
+        # Every source's run has the producer and the broker at work, so that all run on a
+        # machine equally busy; only the Kafka sources read what it writes.
+        producer = _Produced(bootstrap, topic, seconds).start()
         began_ms = time.time() * 1000
         warm_up_ms = WARM_UP_SHARE * seconds * 1000
         time.sleep(warm_up_ms / 1000)
@@ -313,14 +315,13 @@ def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float
         time.sleep(seconds - warm_up_ms / 1000)
         cpu = {name: (after - cpu_before.get(name, 0.0)) / (seconds - warm_up_ms / 1000)
                for name, after in _cpu_seconds(_jvm_pid(spark)).items()}
-        if producer is not None:
-            producer.join()
-            began_ms = producer.began_ms
-            deadline = time.monotonic() + 120
-            while sum(len(stamps) for _, stamps in list(arrivals)) < PREFILLED + producer.total:
-                if query.exception() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{source} read too few records: {query.exception()}")
-                time.sleep(0.2)
+        producer.join()
+        began_ms = producer.began_ms
+        deadline = time.monotonic() + 120
+        while source in SOURCES and sum(len(stamps) for _, stamps in list(arrivals)) < PREFILLED + producer.total:
+            if query.exception() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{source} read too few records: {query.exception()}")
+            time.sleep(0.2)
         progress = query.recentProgress
     finally:
         query.stop()
@@ -328,7 +329,7 @@ def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float
     result: dict[str, Any] = {"first_row_ms": first_row_ms, "steady_from_ms": steady_from, "cpu_per_s": cpu,
                               "trigger_ms": _phases(progress, steady_from),
                               "batch_ms_spread": _batch_spread(progress, steady_from)}
-    if source in SOURCES or source == "rate":
+    if source in SOURCES:  # the others' timestamps say nothing of latency (rate's: one batch a second)
         latencies = [(stamp, at - stamp) for at, stamps in arrivals for stamp in stamps if stamp >= began_ms]
         result.update(_quantiles([latency for _, latency in latencies]))
         result["records"] = len(latencies)
@@ -582,9 +583,9 @@ def latency(bootstrap: str, jars: str, seconds: float, runs: int, log: Callable[
     for run in range(runs):
         for source in LIVE_SOURCES:
             topic = f"kafkasync-latency-{source}-{run}-{int(time.time())}"
-            if source in SOURCES:
-                with KafkaBroker(bootstrap) as broker:
-                    broker.create_topic(topic, PARTITIONS)
+            with KafkaBroker(bootstrap) as broker:
+                broker.create_topic(topic, PARTITIONS)
+                if source in SOURCES:
                     now_ms = int(time.time() * 1000)
                     broker.produce(topic, (Record(i % PARTITIONS, now_ms, value=b"v" * 100)
                                            for i in range(PREFILLED)))
