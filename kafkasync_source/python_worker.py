@@ -5,10 +5,10 @@ Spark pickles a reader into every task's command; the worker unpickles it (the r
 cost a live stream time on every task, and both are Spark's, fixable from here:
 
 **The input is held back 40 ms.** Spark sends a task to a Python worker over TCP (unless
-``spark.python.unix.domain.socket.enabled``) in two writes: the command (the pickled read function, with this source's reader
-in it), then the input (for a data source read, one Arrow batch holding the pickled input
-partition). The JVM's socket has Nagle's algorithm on (Spark sets no ``TCP_NODELAY`` on its
-Python worker sockets), so the input, a small segment, waits until the command is
+``spark.python.unix.domain.socket.enabled``) in two writes: the command (the pickled read
+function, with this source's reader in it), then the input (for a data source read, one Arrow
+batch holding the pickled input partition). The JVM's socket has Nagle's algorithm on (Spark
+sets no ``TCP_NODELAY`` on its Python worker sockets), so the input, a small segment, waits until the command is
 acknowledged; and the worker, which answered the previous task moments after it arrived, is
 in Linux's delayed-ACK ("pingpong") mode: it acknowledges the command only when its delayed-ACK
 timer fires, 40 ms later. Seen with ``strace`` on a live stream: the worker's read of the
