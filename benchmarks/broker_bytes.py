@@ -110,19 +110,20 @@ def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dic
     return sum(p.numInputRows for p in query.recentProgress)
 
 
-def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = RECORDS_PER_PARTITION) -> int:
+def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = RECORDS_PER_PARTITION,
+                    value_bytes: int = VALUE_BYTES) -> int:
     """The backlog, stamped in the last hours (a Kafka 4 broker refuses future timestamps,
     time retention is off). Returns the payload bytes."""
     from kafkasync_source.testing import Record
     from kafkasync_source.testing.broker import KafkaBroker
 
     base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
-    value = b"v" * VALUE_BYTES
+    value = b"v" * value_bytes
     with KafkaBroker(bootstrap) as broker:
         broker.create_topic(topic, PARTITIONS)
         broker.produce(topic, (Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
                                for i in range(records_per_partition) for p in range(PARTITIONS)))
-    return PARTITIONS * records_per_partition * (VALUE_BYTES + KEY_BYTES)
+    return PARTITIONS * records_per_partition * (value_bytes + KEY_BYTES)
 
 
 def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partition: int,

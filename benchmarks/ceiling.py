@@ -6,6 +6,13 @@ all: its micro-batches have kafkasync's shape on the benchmark data (8 input par
 values; ``valueBytes`` sets the values' size), and ``read()`` yields a ready-made Arrow batch.
 Whatever it reaches into the ``noop`` sink is the most any Python source can reach with that
 batch shape on this machine: Spark's per-batch and per-task costs, Arrow transfer to the JVM, and row conversion.
+
+With ``batches=0`` it is a live stream instead: every trigger finds a new batch, as a Kafka
+topic written faster than batches run does, so its trigger durations are Spark's floor per batch
+for a Python source with that many tasks (``benchmarks.side_by_side``'s latency comparison).
+Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.runner_trace`);
+``workerFixes=true`` applies kafkasync's fixes for Spark's Python workers
+(:mod:`kafkasync_source.python_worker`).
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from benchmarks.runner_trace import timed_method, traced_read
+from kafkasync_source.python_worker import landed_in_worker
 from kafkasync_source.schema import arrow_schema, kafka_schema
 
 _CACHE: dict = {}
@@ -50,25 +59,42 @@ def _arrow_batch(partition: int, rows: int, value_bytes: int):
 
 
 class _CeilingStream(DataSourceStreamReader):
-    def __init__(self, batches: int, partitions: int, rows: int, value_bytes: int) -> None:
+    def __init__(self, batches: int, partitions: int, rows: int, value_bytes: int, worker_fixes: bool) -> None:
         self._batches, self._partitions, self._rows, self._value_bytes = batches, partitions, rows, value_bytes
+        self._worker_fixes = worker_fixes
+
+    def __setstate__(self, state: dict) -> None:
+        # workerFixes: what kafkasync's readers do on landing in a Python worker, for comparison.
+        self.__dict__.update(state)
+        if self._worker_fixes:
+            landed_in_worker()
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
 
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
-        current = (start or {"batch": 0})["batch"]
-        return {"batch": min(current + 1, self._batches)}
+        def latest() -> dict:
+            current = (start or {"batch": 0})["batch"]
+            return {"batch": current + 1 if self._batches == 0 else min(current + 1, self._batches)}
+
+        return timed_method("latestOffset", latest)()
 
     def partitions(self, start: dict, end: dict):
-        return [
-            _Task(p, self._rows, self._value_bytes)
-            for _ in range(end["batch"] - start["batch"])
-            for p in range(self._partitions)
-        ]
+        def tasks() -> list:
+            return [
+                _Task(p, self._rows, self._value_bytes)
+                for _ in range(end["batch"] - start["batch"])
+                for p in range(self._partitions)
+            ]
+
+        return timed_method("partitions", tasks)()
 
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, _Task)
+        return traced_read(self._read, partition)
+
+    @staticmethod
+    def _read(partition: _Task) -> Iterator:
         yield _arrow_batch(partition.partition, partition.rows, partition.value_bytes)
 
     def commit(self, end: dict) -> None:
@@ -89,4 +115,5 @@ class CeilingDataSource(DataSource):
             int(self.options.get("partitions", "8")),
             int(self.options.get("rows", "10000")),
             int(self.options.get("valueBytes", "100")),
+            self.options.get("workerFixes", "false").lower() == "true",
         )

@@ -92,8 +92,15 @@ def side_by_side() -> int:
            *(f"backlog.{label}.{figure}" for label in benchmark.LABELS.values()
              for figure in ("seconds", "warm_seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss")),
            f"backlog.{benchmark.FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
+           "backlog_small_records.kafkasync_speed_vs_format_kafka",
+           "backlog_small_records.warm_kafkasync_speed_vs_format_kafka",
            "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
            "latency.kafkasync.steady.p99_ms", "latency.kafkasync.trigger_ms.addBatch",
+           "latency.kafkasync.first_row_ms", 'latency.format("kafka").first_row_ms',
+           *(f"latency.{label}.trigger_ms.triggerExecution" for label in benchmark.LIVE_LABELS.values()),
+           "latency.kafkasync.python.latestOffset.handler_ms", "latency.kafkasync.python.tasks.ms",
+           "latency.kafkasync.spark_tasks.task_ms", "latency.batch_ms_over_floor",
+           "latency.batch_ms_over_tuned_floor", "targets.steady_p99_extra_ms.value",
            "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms")
     return 0
 

@@ -13,6 +13,7 @@ from kafkasync_source.executor_import import RebuiltAfterImport
 from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.offset_reader import OffsetReader
 from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
+from kafkasync_source.python_worker import landed_in_worker
 from kafkasync_source.range_reader import RangeReader
 from kafkasync_source.schema import kafka_schema
 from kafkasync_source.stream import KafkaSyncStreamReader
@@ -157,6 +158,11 @@ class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self._options = options
         self._schema = schema
+
+    def __setstate__(self, state: dict) -> None:
+        # Unpickled in an executor's Python worker before it reads the task's input (python_worker.py).
+        self.__dict__.update(state)
+        landed_in_worker()
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self._options

@@ -59,6 +59,7 @@ from kafkasync_source.planner import (
     TopicPartition,
     plan_batch,
 )
+from kafkasync_source.python_worker import landed_in_worker
 from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
 from kafkasync_source.rate_limit import TriggerDelay
 from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
@@ -551,6 +552,12 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         state = self.__dict__.copy()
         state["_driver"] = None
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        # Unpickled in an executor's Python worker as part of a task's command, before the
+        # worker reads the task's input (python_worker.py).
+        self.__dict__.update(state)
+        landed_in_worker()
 
     def _sync_driver(self) -> SyncDriver:
         if self._driver is None:
