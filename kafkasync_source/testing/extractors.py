@@ -14,7 +14,10 @@ def order_time(key: Optional[bytes], value: Optional[bytes], headers: Optional[S
                timestamp_ms: Optional[int]) -> Optional[datetime]:
     """The ``placed`` field of a JSON order, ISO 8601 text, as a datetime; None without one."""
     placed = json.loads(value or b"{}").get("placed")
-    return None if placed is None else datetime.fromisoformat(placed).astimezone(timezone.utc)
+    if placed is None:
+        return None
+    # Python 3.10's fromisoformat does not read a "Z" offset.
+    return datetime.fromisoformat(placed.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
 def key_millis(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
