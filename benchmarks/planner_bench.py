@@ -173,8 +173,8 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
 
 
 def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
-    """latestOffset() on the first trigger (median of ``reps`` fresh readers), and snapshot +
-    plan on full buffers (median of 10) for a topic of ``partitions`` partitions."""
+    """latestOffset() on the first trigger of the fetch path (median of ``reps`` fresh readers),
+    and snapshot + plan on full buffers (median of 10) for a topic of ``partitions`` partitions."""
     topic = produce_uniform(
         cluster, f"planner-{partitions}", partitions, DRIVER_RECORDS_PER_PARTITION, value_bytes=10
     )
@@ -183,6 +183,7 @@ def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
             "kafka.bootstrap.servers": cluster.bootstrap_servers,
             "subscribe": topic.name,
             "startingOffsets": "earliest",
+            "planningMode": "fetch",
         },
         streaming=True,
     )
@@ -191,19 +192,19 @@ def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
         reader = KafkaSyncStreamReader(options, kafka_schema(False))
         try:
             start = reader.initialOffset()
-            driver = reader._sync_driver()
+            fetcher = reader._sync_driver().fetcher()
             # Position the fetcher as the first trigger would, then wait until every record
             # is buffered: "realistic buffers" for a backlog this size.
-            driver._fetcher.position_at({TopicPartition(topic.name, p): 0 for p in range(partitions)})
+            fetcher.position_at({TopicPartition(topic.name, p): 0 for p in range(partitions)})
             deadline = time.monotonic() + 120
-            while sum(driver._fetcher.buffered().values()) < topic.records:
+            while sum(fetcher.buffered().values()) < topic.records:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"driver fetcher: {driver._fetcher.buffered()}")
+                    raise TimeoutError(f"driver fetcher: {fetcher.buffered()}")
                 time.sleep(0.01)
             if rep == 0:
                 now = int(time.time() * 1000)
                 snapshot_plan.append(_median_ms(
-                    lambda: plan_batch(driver._fetcher.snapshot({}), now_ms=now,
+                    lambda: plan_batch(fetcher.snapshot({}), now_ms=now,
                                        max_task_idle_ms=0, idle_since={}),
                     reps=10,
                 ))

@@ -42,6 +42,8 @@ def planner() -> None:
     with MockKafkaCluster(brokers=1) as cluster:
         _check("driver with full buffers", planner_bench.driver_full_buffers_ms(cluster.bootstrap_servers, 8),
                "snapshot_plan_ms", "latest_offset_ms")
+        _check("driver path", planner_bench.driver_path_ms(cluster, 8, reps=1),
+               "snapshot_plan_ms", "latest_offset_ms")
 
 
 def trigger_cost(bootstrap: str) -> None:
