@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections import Counter
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_source.source import register
-from kafkasync_source.testing import Record, produce_confirmed
 from kafkasync_source.testing.broker import create_topic
+from kafkasync_source.testing.live_producer import LiveProducer
 from kafkasync_source.testing.local_broker import SaslUsers
 from test_kafkasync_broker import BASE_TS, open_transaction, produce
 
@@ -70,39 +68,19 @@ def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_
     spark, own_broker, tmp_path
 ):
     broker, bootstrap, topic = own_broker_with_topic(spark, own_broker, "restarts", 2)
-    acknowledged: list[tuple[int, int]] = []
-    stop = threading.Event()
-
-    def producer_loop():
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120_000})
-
-        def delivered(err, msg):
-            if err is None:
-                acknowledged.append((msg.partition(), msg.offset()))
-        i = 0
-        while not stop.is_set():
-            producer.produce(topic, value=b"v", partition=i % 2, timestamp=int(time.time() * 1000),
-                             on_delivery=delivered)
-            producer.poll(0)
-            i += 1
-            time.sleep(0.005)
-        producer.flush(120)
-
-    thread = threading.Thread(target=producer_loop, daemon=True)
-    thread.start()
+    producer = LiveProducer(bootstrap, topic)
     query, batches = stream_offsets(spark, bootstrap, topic, tmp_path / "cp")
     try:
         for _ in range(2):
-            wait_until(query, lambda: sum(read_pairs(batches).values()) > len(acknowledged) // 2 > 200,
+            wait_until(query, lambda: sum(read_pairs(batches).values()) > len(producer.acknowledged) // 2 > 200,
                        what="records before the restart")
             broker.restart()
         time.sleep(3)
-        stop.set()
-        thread.join(150)
+        acknowledged = producer.stop()
         wait_until(query, lambda: set(read_pairs(batches)) >= set(acknowledged), timeout=120,
                    what="every acknowledged record")
     finally:
-        stop.set()
+        producer.stop()
         query.stop()
     counts = read_pairs(batches)
     assert len(acknowledged) > 1_000

@@ -22,17 +22,16 @@ import os
 import shutil
 import subprocess
 import tarfile
-import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkasync_source.testing.backfills import spans
 from kafkasync_source.testing.broker import KafkaBroker, create_topic
 from kafkasync_source.testing.executor_env import pack_executor_env
+from kafkasync_source.testing.live_producer import LiveProducer
 from kafkasync_source.testing.spark_standalone import StandaloneCluster, spark_home
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,38 +42,6 @@ APP_TIMEOUT_S = 900
 def _next_offsets(logged: dict) -> dict[str, int]:
     return {f"{topic}-{partition}": entry["offset"]
             for topic, partitions in logged["topics"].items() for partition, entry in partitions.items()}
-
-
-class LiveProducer:
-    """Writes one record every 5 ms, alternating over two partitions, and keeps what the broker
-    acknowledged — through a broker restart (``message.timeout.ms`` two minutes)."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.acknowledged: list[tuple[int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(bootstrap, topic), daemon=True)
-        self._thread.start()
-
-    def _run(self, bootstrap: str, topic: str) -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120_000,
-                             "log_level": 0})
-
-        def delivered(err, msg):
-            if err is None:
-                self.acknowledged.append((msg.partition(), msg.offset()))
-        sent = 0
-        while not self._stop.is_set():
-            producer.produce(topic, value=b"v", partition=sent % 2, timestamp=int(time.time() * 1000),
-                             on_delivery=delivered)
-            producer.poll(0)
-            sent += 1
-            time.sleep(0.005)
-        producer.flush(150)
-
-    def stop(self) -> list[tuple[int, int]]:
-        self._stop.set()
-        self._thread.join(180)
-        return list(self.acknowledged)
 
 
 def _submit(cluster: StandaloneCluster, archive: str, driver_dir: str, arguments: list[str], log_path: str):

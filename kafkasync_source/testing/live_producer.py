@@ -1,0 +1,44 @@
+"""A producer that keeps writing while a test stops or restarts a broker under it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Producer
+
+
+class LiveProducer:
+    """Writes one record every 5 ms, alternating over two partitions, stamped with the current
+    time, and keeps what the broker acknowledged — through a broker restart: a record is retried
+    for two minutes (``message.timeout.ms``), so only acknowledged records are owed to a reader.
+
+    ``acknowledged`` grows while it runs; ``stop()`` flushes and returns every acknowledged
+    ``(partition, offset)``. Stopping twice is harmless."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acknowledged: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(bootstrap, topic), daemon=True)
+        self._thread.start()
+
+    def _run(self, bootstrap: str, topic: str) -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120_000,
+                             "log_level": 0})
+
+        def delivered(err, msg) -> None:
+            if err is None:
+                self.acknowledged.append((msg.partition(), msg.offset()))
+        sent = 0
+        while not self._stop.is_set():
+            producer.produce(topic, value=b"v", partition=sent % 2, timestamp=int(time.time() * 1000),
+                             on_delivery=delivered)
+            producer.poll(0)
+            sent += 1
+            time.sleep(0.005)
+        producer.flush(150)
+
+    def stop(self) -> list[tuple[int, int]]:
+        self._stop.set()
+        self._thread.join(180)
+        return list(self.acknowledged)
