@@ -14,6 +14,7 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   path (``planningMode=fetch``), after an unmeasured warm-up read: seconds and broker bytes
   per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
   0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
+  Then the first two again with ``maxOffsetsPerTrigger`` an eighth of the backlog (8 batches).
 
 ``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
 """
@@ -36,6 +37,10 @@ VARIANTS = (  # (label, options): with the path; without it on the default path;
     ("kafka_timestamp_auto", {}),
     ("kafka_timestamp_fetch", {"planningMode": "fetch"}),
 )
+# The same reads under a cap of an eighth of the backlog a batch (8 batches), as backfills are read
+# and where synchronization matters: the driver fetches ahead while the executors read a batch.
+CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("kafka_timestamp_auto_capped", {}))
+CAPPED_BATCHES = 8
 SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
 
 
@@ -142,10 +147,20 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
             raise RuntimeError(f"{label} read {rows} of {records} records")
         reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
                         "bytes_per_payload_byte": sampler.bytes_sent / payload}
+    cap = {"maxOffsetsPerTrigger": str(records // CAPPED_BATCHES)}
+    for label, options in CAPPED_VARIANTS:
+        started = time.perf_counter()
+        rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **cap})
+        if rows != records:
+            raise RuntimeError(f"{label} read {rows} of {records} records")
+        seconds = time.perf_counter() - started
+        reads[label] = {"seconds": seconds, "records_per_s": records / seconds}
     results["reads"] = reads
     with_path = reads["json_path"]
     results["speed_vs_without"] = reads["kafka_timestamp_auto"]["seconds"] / with_path["seconds"]
     results["speed_vs_fetch_path"] = reads["kafka_timestamp_fetch"]["seconds"] / with_path["seconds"]
+    results["capped_speed_vs_without"] = (reads["kafka_timestamp_auto_capped"]["seconds"]
+                                          / reads["json_path_capped"]["seconds"])
     results["bytes_vs_fetch_path"] = (with_path["bytes_per_payload_byte"]
                                       / reads["kafka_timestamp_fetch"]["bytes_per_payload_byte"])
     results["targets"] = {"speed_vs_without": TARGETS["speed_vs_without"], "bytes_vs_fetch_path": 1.0}

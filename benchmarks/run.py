@@ -456,6 +456,9 @@ def event_time_rows(results: dict[str, Any]) -> list[str]:
         "| … broker bytes per payload byte, with the path / time index / fetch path | "
         + " / ".join(f"{reads[label]['bytes_per_payload_byte']:.3f}" for label, _ in event_time.VARIANTS)
         + f" | ≤ the fetch path's | {met[t[bytes_key]['met']]} |",
+        f"| … read with `maxOffsetsPerTrigger` = an eighth of it, s: with the path / without it (time index) | "
+        + " / ".join(f"{reads[label]['seconds']:.2f}" for label, _ in event_time.CAPPED_VARIANTS)
+        + f" = {figures['capped_speed_vs_without']:.2f} × | | |",
     ]
 
 
