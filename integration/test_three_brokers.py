@@ -3,9 +3,9 @@ every node restarted in turn, leadership moved back by a preferred-leader electi
 running query, on both planning paths.
 
 An idempotent producer with acks=all writes in-order timestamps to every partition for the
-whole test and keeps each acknowledged (partition, offset); the query must read each exactly
-once and never put a record in a batch behind an earlier batch's newest (so no watermark
-drops one). Look-ups that reach a stale leader (NOT_LEADER_OR_FOLLOWER) are retried.
+whole test and keeps each acknowledged (partition, timestamp); the query must read every one,
+each offset of the log exactly once with none skipped, and never put a record in a batch behind
+an earlier batch's newest (so no watermark drops one). Look-ups that reach a stale leader (NOT_LEADER_OR_FOLLOWER) are retried.
 
 While a partition has no leader its producer cannot write, and writes the records it holds
 once a new leader is elected: with the default ``max.task.idle.ms=0`` kafkasync would not wait
@@ -37,9 +37,9 @@ BASE_TS = int(time.time() * 1000) - 3_600_000
 
 class AcknowledgingProducer:
     """Writes to every partition until stopped, timestamps rising by 1 ms a record, and keeps
-    what the brokers acknowledged as (partition, timestamp): unique per record. Not the offset:
-    an idempotent producer whose retry the broker answers DUPLICATE_SEQUENCE_NUMBER reports
-    the record delivered without one (librdkafka: offset -1001, None in Python)."""
+    what the brokers acknowledged as (partition, timestamp): unique per record sent. Not the
+    offset: an idempotent producer whose retry the broker answers DUPLICATE_SEQUENCE_NUMBER
+    reports the record delivered without one (librdkafka: offset -1001, None in Python)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.acknowledged: list[tuple[int, int]] = []
@@ -148,11 +148,16 @@ def read_every_acknowledged_record_once(query, rows, producer) -> None:
             f"{timed_out}: {len(missing)} of {len(acknowledged)} unread, first {missing[:5]}; "
             f"batches {len(rows)}; last progress: "
             f"{progress.sources[0].json if progress else None}") from None
-    counts = read()
-    assert max(counts.values()) == 1, "a record was read twice"
-    assert acknowledged <= set(counts)
+    assert acknowledged <= set(read())
+    # What a reader owes is each offset once, none skipped. Not each timestamp once: the log can
+    # hold a record the idempotent producer sent once at two offsets — seen in CI in a rolling
+    # restart (partition 0 held one timestamp at offsets 2273 and 2274; every later batch's end
+    # offset stood one past its records' timestamps), which a reader must read as two records.
     offsets = Counter((p, o) for batch in list(rows.values()) for p, o, _ in batch)
     assert max(offsets.values()) == 1, "an offset was read twice"
+    for partition in range(PARTITIONS):
+        read_offsets = sorted(o for p, o in offsets if p == partition)
+        assert read_offsets == list(range(len(read_offsets))), f"partition {partition}: an offset was skipped"
     assert_never_behind_stream_time(rows)
     ends = [json.loads(p.sources[0].endOffset) for p in query.recentProgress if p.numInputRows]
     assert ends and ends[-1]["enforcedProcessingTotal"] == 0
