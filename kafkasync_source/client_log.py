@@ -30,8 +30,20 @@ REPEAT_AFTER_S = 300.0
 # "[thrd:127.0.0.1:9092/bootstrap]: 127.0.0.1:9092/bootstrap: Connect to ... failed: ...", and
 # "sasl_ssl://127.0.0.1:9093/1: SSL handshake failed: ..." for a broker known by its id.
 _THREAD_AND_BROKER = re.compile(r"^\[thrd:[^\]]*\]: (?:(?P<broker>(?:[a-z_]+://)?\S+?:\d+/[\w-]+): )?")
-# What changes from one repeat of a line to the next without changing its cause: timings
-# ("after 0ms in state CONNECT"), counts ("3 identical error(s) suppressed", "1 in-flight").
+# librdkafka's own notes on a broker failure, which come and go from one repeat of the same
+# failure to the next, so they are no part of its cause. librdkafka's src/rdkafka_broker.c,
+# rd_kafka_broker_set_error() (called by rd_kafka_broker_fail()), appends
+# " (after %dms in state %s)" to each FAIL line it logs; it holds back repeats of a broker's
+# failure for 30 s, and the next one it logs says ", %d identical error(s) suppressed" inside
+# the same parentheses: a broker's first failure has no count, its repeat has one. librdkafka
+# compares failures on the message before this suffix (and leaves the suffix off a message that
+# fills its buffer): the suffix is dropped whole, state included.
+_FAIL_SUFFIX = re.compile(r" \(after \d+ms in state [A-Z_]+(?:, \d+ identical error\(s\) suppressed)?\)$")
+# rd_kafka_broker_timeout_scan() (same file) adds " (average rtt %.3fms)" to "%i request(s)
+# timed out: disconnect" only when a round-trip time has been measured.
+_AVERAGE_RTT = re.compile(r" \(average rtt [\d.]+ms\)")
+# What else changes between repeats in place: timings and counts ("1 in-flight, 0 retry-queued",
+# "timeout #3", "%d retries").
 _NUMBERS = re.compile(r"\d+")
 
 
@@ -40,6 +52,7 @@ def _broker_and_cause(message: str) -> tuple[str, str]:
     match = _THREAD_AND_BROKER.match(message)
     broker = (match.group("broker") or "") if match else ""
     cause = message[match.end():] if match else message
+    cause = _AVERAGE_RTT.sub("", _FAIL_SUFFIX.sub("", cause))
     return broker, _NUMBERS.sub("#", cause)
 
 
