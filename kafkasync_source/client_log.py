@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from kafkasync_source.java_client_settings import with_shipped_stores_read
+
 LOGGER = logging.getLogger("kafkasync_source.librdkafka")
 
 REPEAT_AFTER_S = 300.0
@@ -90,6 +92,9 @@ LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
 def with_python_logging(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A client configuration whose librdkafka log goes to :data:`LIBRDKAFKA_LOG`. The client
-    hands its log over when it is polled: an ``AdminClient`` must be polled for it."""
-    return {**config, "logger": LIBRDKAFKA_LOG}
+    """A client configuration whose librdkafka log goes to :data:`LIBRDKAFKA_LOG`, with the
+    truststore and keystore a query names by a relative path (shipped with --files) read in this
+    process, as the Java client reads them where it runs (java_client_settings): every kafkasync
+    client, on the driver and the executors, is created through here. The client hands its log
+    over when it is polled: an ``AdminClient`` must be polled for it."""
+    return {**with_shipped_stores_read(config), "logger": LIBRDKAFKA_LOG}

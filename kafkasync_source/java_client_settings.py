@@ -2,8 +2,12 @@
 librdkafka setting to use instead; and the translation of Java's ``sasl.jaas.config``.
 
 A query moved from ``format("kafka")`` brings the Java consumer's security settings along. Its
-truststore and keystore (JKS, PKCS12 or PEM) are read on the driver and given to librdkafka
-as PEM text (java_keystores.py); the rest is refused or translated here.
+truststore and keystore (JKS, PKCS12 or PEM) are given to librdkafka as PEM text
+(java_keystores.py): a store named by an absolute path is read on the driver at query start and
+its PEM text travels in the client settings; one named by a relative path (shipped with
+``--files``) is checked on the driver, keeps its location and passwords in the client settings,
+and is read where each client is created (:func:`with_shipped_stores_read`). The rest is
+refused or translated here.
 librdkafka (the client under kafkasync) rejects most of them with "No such configuration
 property" — only once a consumer is created, and without saying what to use instead. Facts
 used below: librdkafka's CONFIGURATION.md (``ssl.keystore.location`` "Path to client's
@@ -18,15 +22,16 @@ Messages name keys, never values: a JAAS line, a password or a PEM is a secret.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from kafkasync_source.java_keystores import JavaKeystoreError, keystore_as_pem, truststore_as_pem
 
 _CA = "'kafka.ssl.ca.location' (a PEM file or directory) or 'kafka.ssl.ca.pem' (PEM text)"
 _TRUSTSTORE_PART = (
     "goes with 'kafka.ssl.truststore.location' (a JKS, PKCS12 or PEM truststore, which kafkasync "
-    "reads on the driver and gives librdkafka as 'kafka.ssl.ca.pem'); alone it applies to nothing. "
+    "reads and gives librdkafka as 'kafka.ssl.ca.pem'); alone it applies to nothing. "
     "librdkafka's own settings are " + _CA
 )
 _PEM_CLIENT_KEY = (
@@ -35,7 +40,7 @@ _PEM_CLIENT_KEY = (
 )
 _KEYSTORE_PART = (
     "goes with 'kafka.ssl.keystore.location' (a PKCS12, JKS or PEM keystore, which kafkasync "
-    "reads on the driver) or 'kafka.ssl.keystore.key'; alone it applies to nothing. librdkafka's "
+    "reads) or 'kafka.ssl.keystore.key'; alone it applies to nothing. librdkafka's "
     "own settings are " + _PEM_CLIENT_KEY
 )
 _JSSE = (
@@ -84,10 +89,33 @@ class JavaClientSettingError(ValueError):
     """A Java-client-only setting; the message names it and its librdkafka equivalent."""
 
 
+_STORE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "ssl.truststore.location": ("ssl.truststore.password", "ssl.truststore.type"),
+    "ssl.keystore.location": ("ssl.keystore.password", "ssl.keystore.type", "ssl.key.password"),
+}
+"""Each store's location -> the settings it is read with."""
+_STORE_PEM: dict[str, tuple[str, ...]] = {
+    "ssl.truststore.location": ("ssl.ca.pem",),
+    "ssl.keystore.location": ("ssl.certificate.pem", "ssl.key.pem"),
+}
+"""Each store's location -> the librdkafka settings its contents become."""
+
+
+def _shipped_store_settings(config: Mapping[str, str]) -> dict[str, str]:
+    """The settings of the stores ``config`` names by a relative path: the name of a file
+    shipped with ``--files`` / ``spark.files``, which Spark puts in each executor's working
+    directory and the Java client opens in each process by that path. Read likewise in each
+    process, such a store keeps its private key out of the tasks, which carry only its location
+    and passwords."""
+    return {key: config[key] for location, settings in _STORE_SETTINGS.items()
+            if location in config and not os.path.isabs(config[location])
+            for key in (location, *settings) if key in config}
+
+
 def _translate_truststore(config: dict[str, str]) -> None:
     """``ssl.truststore.location`` (JKS, PKCS12 or PEM, with its password and type) or
     ``ssl.truststore.certificates`` (KIP-651's inline PEM) becomes librdkafka's ``ssl.ca.pem``:
-    the store is read here, on the driver (java_keystores.py)."""
+    the store is read here, in this process (java_keystores.py)."""
     declared = config.get("ssl.truststore.type")
     pem = (declared or "").strip().upper() == "PEM"
     if pem and "ssl.truststore.password" in config:
@@ -150,24 +178,51 @@ def _refuse_both(config: dict[str, str], given: Sequence[str], librdkafka: tuple
 
 
 def drop_or_refuse_java_settings(config: dict[str, str]) -> None:
-    """Translate the Java client's truststore and keystore settings into librdkafka's PEM ones,
-    then refuse every remaining Java-only setting of ``config`` in one error (one line per
-    key), so a migrated query is fixed in one round."""
+    """At query start, on the driver: translate the Java client's truststore and keystore
+    settings into librdkafka's PEM ones, then refuse every remaining Java-only setting of
+    ``config`` in one error (one line per key), so a migrated query is fixed in one round.
+
+    A store named by a relative path is read here too, so that a wrong password or a missing
+    file fails the query now (the driver's own clients need the file as well), but ``config``
+    keeps its location and passwords instead of its contents: :func:`with_shipped_stores_read`
+    reads it again where each client is created."""
+    shipped = _shipped_store_settings(config)
     try:
         _translate_truststore(config)
         _translate_keystore(config)
     except JavaKeystoreError as err:
         raise JavaClientSettingError(str(err)) from None
+    for location in shipped.keys() & _STORE_PEM.keys():
+        for pem in _STORE_PEM[location]:
+            del config[pem]
+    config.update(shipped)
     refused = sorted(
         (key, JAVA_ONLY_SETTINGS.get(key, f"{_JAVA_CLASSES}; there is no equivalent"))
         for key in config
-        if key in JAVA_ONLY_SETTINGS or key.endswith((".class", ".classes"))
+        if key not in shipped and (key in JAVA_ONLY_SETTINGS or key.endswith((".class", ".classes")))
     )
     if refused:
         raise JavaClientSettingError(
             "Java-client setting(s) that librdkafka does not have:\n"
             + "\n".join(f"- option 'kafka.{key}': {why}." for key, why in refused)
         )
+
+
+def with_shipped_stores_read(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` as librdkafka takes it, in the process about to create a client with it: the
+    stores :func:`drop_or_refuse_java_settings` left named by their relative path are read here
+    (on an executor, the copy ``--files`` put in its working directory) into their PEM settings,
+    once per process and version of the file (java_keystores._read_cached). Every kafkasync
+    client is created through it (client_log.with_python_logging), on the driver and on the
+    executors alike."""
+    read = dict(config)
+    if read.keys() & _STORE_SETTINGS.keys():
+        try:
+            _translate_truststore(read)
+            _translate_keystore(read)
+        except JavaKeystoreError as err:
+            raise JavaClientSettingError(str(err)) from None
+    return read
 
 
 # One ``name="value"`` pair of a JAAS line; JAAS takes the pairs in any order.

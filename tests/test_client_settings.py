@@ -3,6 +3,7 @@ to use instead, and never echo a secret value. Pure option parsing: no Kafka nee
 
 import pytest
 
+from kafkasync_source.java_client_settings import with_shipped_stores_read
 from kafkasync_source.options import KafkaSyncOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
@@ -115,3 +116,22 @@ def test_a_pem_truststore_with_a_password_is_refused_without_echoing_it():
     message = refusal(**{"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem",
                          "kafka.ssl.truststore.password": SECRET})
     assert "'kafka.ssl.truststore.password'" in message and "PEM truststore has no password" in message
+
+
+def test_a_store_named_by_a_relative_path_must_be_on_the_driver_too(tmp_path, monkeypatch):
+    """A relative path names a file shipped with --files, which the driver's own clients read
+    as well: one missing there fails the query at start, not its first task."""
+    monkeypatch.chdir(tmp_path)
+    message = refusal(**{"kafka.ssl.truststore.location": "truststore.jks", "kafka.ssl.truststore.password": SECRET})
+    assert "Option 'kafka.ssl.truststore.location': truststore.jks is neither in this process's working " \
+           f"directory ({tmp_path})" in message
+    assert "--files" in message
+
+
+def test_the_clients_of_a_query_without_stores_get_its_settings_unchanged():
+    """Every client is created through with_shipped_stores_read (tests/test_java_keystores.py
+    for a query with stores)."""
+    config = {**parse_options({**BASE, "kafka.sasl.username": "u"}, streaming=True).client_config,
+              "fetch.wait.max.ms": 10}
+    read = with_shipped_stores_read(config)
+    assert read == config and read is not config
