@@ -17,11 +17,20 @@ record probe all call it, so the driver's cut and the executors' rows cannot dis
 planner stays pure: it sees ``(offset, time)`` pairs whatever their origin. A code is
 
 * ``>= 0``: the record's event time, epoch milliseconds (UTC);
-* :data:`NO_TIME` (-1): no time — the record is read (``eventTime`` null) and takes no part in
-  synchronization: the planner gives it its partition's time so far, as it does a record
-  without a Kafka timestamp, so it goes with its neighbours;
+* :data:`NO_TIME` (-1): a record without a Kafka timestamp (Kafka's "no timestamp"): the
+  planner gives it its partition's time so far, so it goes with its neighbours;
 * :data:`PARTITION_TIME` (-2): the partition's time so far (KIP-472), the same for the planner,
-  and the ``eventTime`` column shows that time.
+  and the ``eventTime`` column shows that time;
+* :data:`SKIPPED` (-3): an invalid time under ``eventTime.onInvalid=skip``: the record is read
+  (``eventTime`` null) and takes no part in synchronization at all — the driver does not buffer
+  it, so it neither advances nor caps stream time, and a partition holding only such records
+  counts as empty (idle once caught up), as a record Kafka Streams'
+  ``LogAndSkipOnInvalidTimestamp`` drops.
+
+The seam is total: taking a time ends in a time or in an invalid time handled by
+``eventTime.onInvalid``. Whatever a path, header, format or conversion raises on a record's
+bytes is an invalid time with that reason, never an exception of its own that could end the
+driver's fetch thread or fail a task without naming the record.
 
 Invalid times
 -------------
@@ -32,8 +41,9 @@ Streams' built-in policies (``org.apache.kafka.streams.processor`` javadoc):
 
 * ``fail`` (default, as ``FailOnInvalidTimestamp``): the query fails naming topic, partition,
   offset and why, once every record before it was processed;
-* ``skip``: read with a null ``eventTime``, no part in synchronization. (Kafka Streams'
-  ``LogAndSkipOnInvalidTimestamp`` drops the record; here nothing is lost, the user filters.)
+* ``skip``: read with a null ``eventTime``, no part in synchronization (:data:`SKIPPED`):
+  as Kafka Streams' ``LogAndSkipOnInvalidTimestamp``, which drops the record, a partition of
+  such records counts as empty; unlike it, nothing is lost: the row is there, the user filters;
 * ``partitionTime`` (``UsePartitionTimeOnInvalidTimestamp``): the partition's time so far; while
   the partition has none, the query fails, as that extractor does;
 * ``recordTimestamp``: the Kafka timestamp (Flink's ``recordTimestamp`` argument).
@@ -72,6 +82,8 @@ __all__ = [
     "KAFKA_TIMESTAMP",
     "NO_TIME",
     "PARTITION_TIME",
+    "SKIPPED",
+    "KAFKA_TIMESTAMP_SOURCE",
     "EventTimeOptions",
     "KafkaSyncEventTimeError",
     "RecordTime",
@@ -82,6 +94,10 @@ NO_TIME = -1
 """The record has no time: it takes no part in synchronization (Kafka's "no timestamp")."""
 PARTITION_TIME = -2
 """The record takes its partition's time so far (``eventTime.onInvalid=partitionTime``)."""
+SKIPPED = -3
+"""The record takes no part in synchronization (``eventTime.onInvalid=skip``)."""
+KAFKA_TIMESTAMP_SOURCE = "kafkaTimestamp"
+"""The time source of a query without ``eventTime.*`` (see :func:`time_source`)."""
 
 MAX_TIME_MS = (2**63 - 1) // 1000
 """Spark timestamps are int64 microseconds: later times (ms) cannot be converted."""
@@ -124,6 +140,12 @@ class EventTimeOptions:
         """``eventTime.jsonPath='$.ts'``: for logs, errors and the live report."""
         return f"{self.option}={self.expression!r}"
 
+    @property
+    def time_source(self) -> str:
+        """What the query synchronizes on, as its offsets record it: the option and the
+        format, which together decide every time (``onInvalid`` decides only invalid ones)."""
+        return f"{self.describe()} as {self.format}"
+
     def check(self) -> None:
         """Compile the path or import the function now, so that a bad one fails at ``load()``
         (raises ValueError naming the option)."""
@@ -158,19 +180,38 @@ class _ExtractedTime(RecordTime):
     def time_of(self, record: Any) -> int:
         try:
             return self._read(record)
+        except KafkaSyncEventTimeError:
+            raise  # the extractor raised or returned no kind of time: always fails (module doc)
         except InvalidTime as invalid:
-            policy = self._options.on_invalid
-            if policy == SKIP:
-                return NO_TIME
-            if policy == USE_PARTITION_TIME:
-                return PARTITION_TIME
-            if policy == RECORD_TIMESTAMP:
-                return KAFKA_TIMESTAMP.time_of(record)
-            raise KafkaSyncEventTimeError(
-                f"kafkasync: no event time for {record_name(record)} ({self._options.describe()}): "
-                f"{invalid}. Set eventTime.onInvalid to skip, partitionTime or recordTimestamp to "
-                "read such records."
-            ) from None
+            reason = str(invalid)
+        except Exception as err:  # noqa: BLE001 - the seam is total: see the module docstring
+            reason = f"{type(err).__name__} taking it from {_describe_bytes(record)}: {err}"[:300]
+        policy = self._options.on_invalid
+        if policy == SKIP:
+            return SKIPPED
+        if policy == USE_PARTITION_TIME:
+            return PARTITION_TIME
+        if policy == RECORD_TIMESTAMP:
+            return KAFKA_TIMESTAMP.time_of(record)
+        raise KafkaSyncEventTimeError(
+            f"kafkasync: no event time for {record_name(record)} ({self._options.describe()}): "
+            f"{reason}. Set eventTime.onInvalid to skip, partitionTime or recordTimestamp to "
+            "read such records."
+        )
+
+
+def _describe_bytes(record: Any) -> str:
+    """"a value of N bytes": what an unexpected error was raised on, without the payload."""
+    try:
+        value = record.value()
+        return "no value" if value is None else f"a value of {len(value)} bytes"
+    except Exception:  # noqa: BLE001 - only a description
+        return "the record"
+
+
+def time_source(options: Optional[EventTimeOptions]) -> str:
+    """What a query with these options synchronizes on (recorded in its offsets)."""
+    return KAFKA_TIMESTAMP_SOURCE if options is None else options.time_source
 
 
 def record_name(record: Any) -> str:
@@ -386,6 +427,8 @@ _ISO8601 = re.compile(
     re.IGNORECASE,
 )
 _UNIT_MS = {EPOCH_MILLIS: 1, EPOCH_SECONDS: 1000}
+_MOST_DIGITS = 30
+"""A number with more integer digits than this is no time in any format (MAX_TIME_MS has 16)."""
 
 
 def _converter(time_format: str) -> Callable[[Any], int]:
@@ -409,9 +452,11 @@ def _number(value: Any, time_format: str) -> Union[int, float, Decimal]:
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float, str)):
         raise InvalidTime(f"{_describe(value)} is not a number ({time_format})")
     if isinstance(value, str):
+        text = value.strip()
         try:
-            return int(value) if value.strip().lstrip("-").isdigit() else Decimal(value.strip())
-        except InvalidOperation:
+            # isascii: str.isdigit() is true for digits int() refuses ("²", "①").
+            return int(text) if text.isascii() and text.lstrip("-").isdigit() else Decimal(text)
+        except (ValueError, ArithmeticError):  # decimal's InvalidOperation is both
             raise InvalidTime(f"{value[:40]!r} is not a number ({time_format})") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidTime(f"{value} is not a time ({time_format})")
@@ -424,11 +469,16 @@ def _whole_ms(number: Union[int, float, Decimal], *, unit: int = 1, per_ms: int 
     ...000 ms for a float's last bit."""
     if isinstance(number, int):
         return number * unit // per_ms
-    if isinstance(number, Decimal):
-        if not number.is_finite():
-            raise InvalidTime(f"{number} is not a time")
-        return math.floor(number * unit / per_ms)
-    return math.floor(round(number * unit / per_ms, 6))
+    try:
+        if isinstance(number, Decimal):
+            if not number.is_finite():
+                raise InvalidTime(f"{number} is not a time")
+            if number.adjusted() > _MOST_DIGITS:  # before floor(), which would build the integer
+                raise InvalidTime(f"{str(number)[:40]} is beyond any time")
+            return math.floor(number * unit / per_ms)
+        return math.floor(round(number * unit / per_ms, 6))
+    except (ArithmeticError, ValueError):  # decimal.Overflow, a float's inf: far beyond any time
+        raise InvalidTime(f"{str(number)[:40]} is beyond any time") from None
 
 
 def _checked(millis: int) -> int:

@@ -45,7 +45,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.event_time import KAFKA_TIMESTAMP, KafkaSyncEventTimeError, RecordTime
+from kafkasync_source.event_time import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.options import consumer_group_id
 from kafkasync_source.planner import NO_TIMESTAMP, PartitionState, TopicPartition
 
@@ -201,6 +201,7 @@ class DriverFetcher:
         self._buffers: dict[TopicPartition, _PartitionBuffer] = {}
         self._generation = 0  # bumped on every re-assignment: drops in-flight stale messages
         self._error: Optional[KafkaSyncFetchError] = None
+        self._where: Optional[str] = None  # the record whose time is being taken, for errors
         self._stopping = threading.Event()
         self._has_work = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafkasync-fetcher", daemon=True)
@@ -321,33 +322,70 @@ class DriverFetcher:
         return f"; the log now holds offsets [{low}, {high})" if 0 <= low <= high else ""
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            self._has_work.wait(timeout=1.0)
-            with self._lock:
-                generation = self._generation
-                idle = not self._buffers or all(b.paused for b in self._buffers.values())
-                if idle:
-                    # Under the lock: a resume (always made under the lock) sets the event
-                    # after this clear(), so its wake-up cannot be lost.
-                    self._has_work.clear()
-            if idle:
-                continue
-            try:
-                messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
-            except KafkaException as err:  # consumer-level failure (e.g. closed, fatal)
-                with self._lock:
-                    self._error = KafkaSyncFetchError(f"kafkasync driver fetcher failed: {err}")
-                return
-            with self._lock:
-                if generation == self._generation:
-                    self._absorb(messages)
-                    self._apply_flow_control()
-
-    def _absorb(self, messages: list) -> None:
-        buffers = self._buffers
-        time_of = self._record_time.time_of
+        """The fetch loop. Whatever ends it other than close() — a consumer failure, or any
+        exception at all — is kept as the fetcher's error, which the next snapshot() raises:
+        a dead fetch thread must fail the query with its cause, never leave it waiting."""
         try:
-            for message in messages:
+            while not self._stopping.is_set():
+                self._fetch_once()
+        except BaseException as err:  # noqa: BLE001 - see the docstring
+            with self._lock:
+                if self._error is None:
+                    where = self._where or "the driver's fetch loop"
+                    self._error = KafkaSyncFetchError(
+                        f"kafkasync's driver fetcher stopped at {where}: {type(err).__name__}: {err}")
+                    self._error.__cause__ = err
+            if not isinstance(err, Exception):
+                raise
+
+    def _fetch_once(self) -> None:
+        self._has_work.wait(timeout=1.0)
+        with self._lock:
+            generation = self._generation
+            idle = not self._buffers or all(b.paused for b in self._buffers.values())
+            if idle:
+                # Under the lock: a resume (always made under the lock) sets the event
+                # after this clear(), so its wake-up cannot be lost.
+                self._has_work.clear()
+        if idle:
+            return
+        self._where = None
+        try:
+            messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
+        except KafkaException as err:  # consumer-level failure (e.g. closed, fatal)
+            with self._lock:
+                self._error = KafkaSyncFetchError(f"kafkasync driver fetcher failed: {err}")
+            self._stopping.set()
+            return
+        # Each record's time is taken outside the lock: with a Python extractor that is
+        # 5-20 us a record, which latestOffset (snapshot) would otherwise wait for.
+        times = self._times_of(messages)
+        with self._lock:
+            if generation == self._generation:
+                self._where = None
+                self._absorb(messages, times)
+                self._apply_flow_control()
+
+    def _times_of(self, messages: list) -> list:
+        """Each record's time code, or the KafkaSyncEventTimeError its time ends in (None for
+        an event that is not a record)."""
+        time_of = self._record_time.time_of
+        times: list = []
+        for message in messages:
+            if message.error() is not None:
+                times.append(None)
+                continue
+            self._where = f"{message.topic()}-{message.partition()} offset {message.offset()}"
+            try:
+                times.append(time_of(message))
+            except KafkaSyncEventTimeError as failure:
+                times.append(failure)
+        return times
+
+    def _absorb(self, messages: list, times: list) -> None:
+        buffers = self._buffers
+        try:
+            for message, timestamp in zip(messages, times):
                 error = message.error()
                 buffer = buffers.get((message.topic(), message.partition()))  # type: ignore[call-overload]
                 if buffer is None:
@@ -360,13 +398,17 @@ class DriverFetcher:
                         continue
                     if buffer.failure is not None:  # nothing past a failed record, for good
                         continue
+                    if isinstance(timestamp, KafkaSyncEventTimeError):
+                        buffer.failure = timestamp
+                        continue
+                    if timestamp == SKIPPED:
+                        # eventTime.onInvalid=skip: the executors read it with the records
+                        # around it (it lies within the batch's offset range), but it takes no
+                        # part in planning, as Kafka Streams drops it: like an offset gap.
+                        buffer.position = offset + 1
+                        continue
                     if buffer.count >= buffer.capacity:
                         buffer.overflowed = True
-                        continue
-                    try:
-                        timestamp = time_of(message)
-                    except KafkaSyncEventTimeError as failure:
-                        buffer.failure = failure
                         continue
                     if timestamp < NO_TIMESTAMP:
                         # The planner sees no difference between a record without time and one

@@ -6,6 +6,13 @@ must survive restarts besides the positions themselves (KIP-472 wanted partition
 survive; Kafka Streams keeps it in commit metadata): per partition the next offset and the
 partition time, plus the query's stream time and cumulative counters.
 
+Times mean nothing without the time they were measured on, so the offset also records the
+query's *time source* (``timeSource``: ``kafkaTimestamp``, or the ``eventTime.*`` option and
+format). A checkpoint written before the field existed was planned on Kafka timestamps (the
+only time there was before ``eventTime.*``, and the default since). When a restart's options
+name another time source, :meth:`SyncOffset.on_time_source` re-bases the offset: stream time
+and partition times start afresh on the new time from the first batch (docs/event-time.md).
+
 The JSON is written with sorted topics and numerically sorted partitions, so two equal
 offsets always serialise identically (Spark compares offsets by their JSON).
 
@@ -15,7 +22,8 @@ Example::
      "topics": {"orders": {"0": {"offset": 1200, "partitionTime": 1700000000000}}},
      "streamTime": 1700000000000,
      "enforcedProcessingTotal": 3,
-     "lateRecordsTotal": 0}
+     "lateRecordsTotal": 0,
+     "timeSource": "kafkaTimestamp"}
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from kafkasync_source.event_time import KAFKA_TIMESTAMP_SOURCE
 from kafkasync_source.planner import NO_TIMESTAMP, TopicPartition
 
 OFFSET_FORMAT_VERSION = 1
@@ -48,12 +57,28 @@ class SyncOffset:
     stream_time: int = NO_TIMESTAMP
     enforced_processing_total: int = 0
     late_records_total: int = 0
+    time_source: str = KAFKA_TIMESTAMP_SOURCE
+    """What ``stream_time`` and the partition times were measured on (see the module doc)."""
 
     def next_offsets(self) -> dict[TopicPartition, int]:
         return {tp: p.next_offset for tp, p in self.partitions.items()}
 
     def with_partitions(self, partitions: Mapping[TopicPartition, PartitionOffset]) -> "SyncOffset":
         return replace(self, partitions=dict(partitions))
+
+    def on_time_source(self, time_source: str) -> "SyncOffset":
+        """This offset as a query synchronizing on ``time_source`` continues from it: itself
+        when that is what it was planned on; else the same positions and counters with stream
+        time and partition times unknown, to be learned again on the new time (times of
+        another source would cap or release batches by the wrong clock)."""
+        if time_source == self.time_source:
+            return self
+        return replace(
+            self,
+            partitions={tp: PartitionOffset(p.next_offset) for tp, p in self.partitions.items()},
+            stream_time=NO_TIMESTAMP,
+            time_source=time_source,
+        )
 
     def to_json(self) -> dict[str, Any]:
         topics: dict[str, dict[str, dict[str, int]]] = {}
@@ -69,6 +94,7 @@ class SyncOffset:
             "streamTime": self.stream_time,
             "enforcedProcessingTotal": self.enforced_processing_total,
             "lateRecordsTotal": self.late_records_total,
+            "timeSource": self.time_source,
         }
 
     @classmethod
@@ -97,6 +123,7 @@ class SyncOffset:
                 stream_time=int(data.get("streamTime", NO_TIMESTAMP)),
                 enforced_processing_total=int(data.get("enforcedProcessingTotal", 0)),
                 late_records_total=int(data.get("lateRecordsTotal", 0)),
+                time_source=str(data.get("timeSource", KAFKA_TIMESTAMP_SOURCE)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise KafkaSyncOffsetError(

@@ -34,7 +34,7 @@ from kafkasync_source.bounded_run import (
     missing_partitions,
     unfinished,
 )
-from kafkasync_source.event_time import record_time
+from kafkasync_source.event_time import record_time, time_source
 from kafkasync_source.executor_import import RebuiltAfterImport
 from kafkasync_source.fetcher import DriverFetcher
 from kafkasync_source.group_commit import GroupCommitter
@@ -170,7 +170,8 @@ class SyncDriver:
                     "from fetched timestamps where the index cannot answer) or fetch."
                 ) from None
         starts = self._offset_reader.starting_offsets(self._options, partitions)
-        return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()})
+        return SyncOffset({tp: PartitionOffset(offset) for tp, offset in starts.items()},
+                          time_source=time_source(self._options.event_time))
 
     def prepare_available_now(self) -> None:
         """Trigger.AvailableNow: capture (or, durable, recover) this run's stop offsets."""
@@ -242,6 +243,7 @@ class SyncDriver:
             stream_time=max(start.stream_time, NO_TIMESTAMP if cut.stream_time is None else cut.stream_time),
             enforced_processing_total=start.enforced_processing_total + int(cut.enforced),
             late_records_total=start.late_records_total + late,
+            time_source=start.time_source,
         )
         if self.planning == PLANNING_FETCH:
             self._fetch_batches = max(0, self._fetch_batches - 1)
@@ -546,6 +548,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         self._last_end: Optional[dict] = None
         self._unconfirmed_plan: Optional[tuple[dict, dict]] = None  # (start planned from, end)
         self._consumer_scope: Optional[str] = None
+        self._rebase_logged = False
 
     def __getstate__(self) -> dict:
         # The reader is pickled to executors for read(): never ship the driver's consumer.
@@ -596,7 +599,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         legacy = start is None
         if start is None:
             start = self._last_end if self._last_end is not None else self.initialOffset()
-        start_offset = SyncOffset.from_json(start)
+        start_offset = self._offset(start)
         driver = self._sync_driver()
         if driver.available_now is None and self._options.timestamps.ending is not None:
             # Only now does the source know the trigger: AvailableNow prepares a run first.
@@ -620,7 +623,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         self._sync_driver().prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        begin, finish = SyncOffset.from_json(start), SyncOffset.from_json(end)
+        begin, finish = self._offset(start), SyncOffset.from_json(end)
         self._check_legacy_plan(begin, end)
         self._last_end = end
         ranges = [
@@ -637,6 +640,24 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
             ranges, self._options.max_records_per_partition, self._options.min_partitions,
             consumer_scope=self._consumer_scope, partition_times=partition_times,
         )
+
+    def _offset(self, offset: dict) -> SyncOffset:
+        """A batch's start as this query continues from it: re-based on this query's time
+        source when the checkpoint was planned on another (offsets.py), for planning and for
+        the executors' partition times alike."""
+        parsed = SyncOffset.from_json(offset)
+        current = time_source(self._options.event_time)
+        if parsed.time_source == current:
+            return parsed
+        if not self._rebase_logged:
+            self._rebase_logged = True
+            logger.warning(
+                "kafkasync: this checkpoint was planned on %s and the query now synchronizes on "
+                "%s: stream time and partition times start afresh on the new time from the next "
+                "batch (its positions and counters continue). A stateful query's own watermark "
+                "and state stay Spark's: if the watermark's column changed too, use a new "
+                "checkpointLocation (docs/event-time.md).", parsed.time_source, current)
+        return parsed.on_time_source(current)
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:
         """PySpark 4.0/4.1: a restart from a checkpoint looks like a fresh query to the

@@ -5,20 +5,25 @@ the fetcher and the range reader."""
 
 from __future__ import annotations
 
+import json
 import struct
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from confluent_kafka import Message
 
 from kafkasync_source.event_time import (
     KAFKA_TIMESTAMP,
     NO_TIME,
+    SKIPPED,
     PARTITION_TIME,
     EventTimeOptions,
     KafkaSyncEventTimeError,
     parse_json_path,
     record_time,
+    time_source,
 )
 from kafkasync_source.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.range_reader import _Columns
@@ -170,7 +175,7 @@ def test_a_function_returns_epoch_millis_or_a_datetime():
 def test_a_function_returning_none_is_an_invalid_time():
     with pytest.raises(KafkaSyncEventTimeError, match="returned None"):
         time_of(extractor("key_millis"), record(key=b"abc"))
-    assert time_of(extractor("key_millis", on_invalid="skip"), record(key=b"abc")) == NO_TIME
+    assert time_of(extractor("key_millis", on_invalid="skip"), record(key=b"abc")) == SKIPPED
 
 
 @pytest.mark.parametrize("on_invalid", ["fail", "skip", "partitionTime", "recordTimestamp"])
@@ -189,7 +194,7 @@ def test_a_function_returning_something_else_fails_naming_what_it_must_return():
 # --- Invalid-time policies -------------------------------------------------------------------
 
 @pytest.mark.parametrize("on_invalid, timestamp, expected", [
-    ("skip", (1, T), NO_TIME),
+    ("skip", (1, T), SKIPPED),
     ("partitionTime", (1, T), PARTITION_TIME),
     ("recordTimestamp", (1, T), T),
     ("recordTimestamp", (0, -1), NO_TIME),  # and no Kafka timestamp either
@@ -286,3 +291,75 @@ def test_an_iso_time_before_1970_or_with_a_datetime_is_converted_exactly():
     assert time_of(json_path("$.t", "iso8601"), record(f'{{"t": "{moment.isoformat()}"}}'.encode())) == T
     with pytest.raises(KafkaSyncEventTimeError, match="negative"):
         time_of(json_path("$.t", "iso8601"), record(b'{"t": "1969-12-31T23:59:59Z"}'))
+
+
+# --- The seam is total: a time, or an invalid time handled by onInvalid ----------------------
+
+# Values that pass a quick numeric test and then raised from the conversion before: a digit
+# int() refuses, an exponent beyond decimal's context, a float beyond any time, a digit string
+# longer than int()'s limit on Python >= 3.11.
+NUMERIC_LOOKALIKES = ["²", "-①", "1e999999999", "1e999999", "9" * 5000, 1e308, -1e308, "1e308", "NaN",
+                      "Infinity", "0x10", " 12 34 "]
+
+
+@pytest.mark.parametrize("value", NUMERIC_LOOKALIKES, ids=repr)
+@pytest.mark.parametrize("time_format", ["epochMillis", "epochSeconds", "epochMicros", "iso8601"])
+def test_a_value_that_only_looks_numeric_is_an_invalid_time(value, time_format):
+    document = json.dumps({"ts": value}).encode()
+    with pytest.raises(KafkaSyncEventTimeError, match=r"orders-1 offset 7 \(eventTime.jsonPath='\$.ts'\)"):
+        time_of(json_path("$.ts", time_format), record(document))
+    assert time_of(json_path("$.ts", time_format, "skip"), record(document)) == SKIPPED
+    text = value if isinstance(value, str) else repr(value)
+    if len(text.encode()) == 8 and time_format != "iso8601":
+        return  # 8 bytes of a header are KIP-472's big-endian long, a time whatever they spell
+    assert time_of(header("ts", time_format, "skip"), record(headers=[("ts", text.encode())])) == SKIPPED
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["ts", "a", "0"]), children,
+                                                                      max_size=3),
+    max_leaves=8,
+)
+numeric_text = st.from_regex(r"\s*[-+]?[0-9²①.eE]{1,12}\s*", fullmatch=True)
+payloads = st.one_of(
+    st.none(),
+    st.binary(max_size=64),
+    json_values.map(lambda value: json.dumps(value).encode()),
+    st.one_of(json_values, numeric_text).map(lambda ts: json.dumps({"ts": ts, "nested": {"ts": ts}}).encode()),
+)
+header_lists = st.one_of(st.none(), st.lists(st.tuples(st.sampled_from(["ts", "other"]),
+                                                       st.one_of(st.none(), st.binary(max_size=12),
+                                                                 numeric_text.map(str.encode))), max_size=3))
+seams = st.builds(
+    EventTimeOptions,
+    st.sampled_from(["jsonPath", "header"]),
+    st.just("ts"),
+    st.sampled_from(["epochMillis", "epochSeconds", "epochMicros", "iso8601"]),
+    st.sampled_from(["fail", "skip", "partitionTime", "recordTimestamp"]),
+).map(lambda options: options if options.source == "header" else
+      EventTimeOptions("jsonPath", "$.nested.ts" if len(options.format) % 2 else "$.ts", options.format,
+                       options.on_invalid))
+
+
+@settings(max_examples=600, deadline=None)
+@given(seams, payloads, header_lists, st.sampled_from([(0, -1), (1, T), (2, 0)]))
+def test_time_of_ends_in_a_time_or_an_invalid_time_whatever_the_record_holds(options, value, headers, timestamp):
+    message = record(value, headers=headers, timestamp=timestamp)
+    try:
+        time = time_of(options, message)
+    except KafkaSyncEventTimeError as failure:
+        assert options.on_invalid == "fail", f"only 'fail' raises, {options.on_invalid!r} raised {failure}"
+        assert "orders-1 offset 7" in str(failure)
+        return
+    allowed_codes = {"skip": {SKIPPED}, "partitionTime": {PARTITION_TIME}, "recordTimestamp": {NO_TIME},
+                     "fail": set()}[options.on_invalid]
+    assert time >= 0 or time in allowed_codes
+    assert time <= (2**63 - 1) // 1000, "within Spark's timestamp range"
+
+
+def test_the_time_source_names_the_option_and_the_format():
+    assert time_source(None) == "kafkaTimestamp"
+    assert time_source(json_path("$.ts")) == "eventTime.jsonPath='$.ts' as epochMillis"
+    assert time_source(header("ts", "iso8601", "skip")) == time_source(header("ts", "iso8601", "fail")), \
+        "onInvalid decides only invalid times: not another time source"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
+import time
 import uuid
 
 import pytest
@@ -290,3 +292,114 @@ def test_max_event_time_per_trigger_steps_through_the_payloads_time(spark, kafka
     assert sum(p["numInputRows"] for p in progress) == backfill.records
     steps = [b - a for a, b in zip([backfill.first_timestamp_ms] + stream_times, stream_times)]
     assert len(stream_times) >= 12 and max(steps) <= 3_600_000, "12 h of payload time, an hour a batch"
+
+
+# --- Real data: values that are not times, checkpoints from before, heartbeats -----------------
+
+def _live_rows(spark, bootstrap, topic, checkpoint, expected_rows, timeout_s=90, **options):
+    """Run a live query (processingTime trigger) until it has ``expected_rows`` rows, failed,
+    or ``timeout_s`` passed: (rows as (partition, offset, event ms), the query)."""
+    rows: list = []
+    query = (reader(spark, bootstrap, topic, **options)
+             .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").writeStream
+             .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+             .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and len(rows) < expected_rows and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return rows, query
+
+
+@pytest.mark.parametrize("on_invalid", ["skip", "fail"])
+def test_a_value_that_only_looks_numeric_neither_stalls_nor_loses_a_live_query(
+    spark, kafka_cluster, topic_factory, tmp_path, on_invalid
+):
+    """"²" passes str.isdigit() and int() refuses it; "1e999999999" is a Decimal beyond any
+    context. Both once escaped the seam and ended the driver's fetch thread: a live query then
+    read the records planned before them and nothing more, with no error."""
+    topic = topic_factory(2)
+    values = [payload(T + i) for i in range(40)]
+    values[17], values[30] = b'{"ts": "\xc2\xb2"}', b'{"ts": "1e999999999"}'
+    kafka_cluster.produce(topic, [Record(i % 2, WRITTEN + i, None, v) for i, v in enumerate(values)])
+    rows, query = _live_rows(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", len(values),
+                             **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": on_invalid})
+    try:
+        if on_invalid == "skip":
+            assert len(rows) == len(values), "every record read, the bad ones too"
+            assert sorted(row.event for row in rows if row.event is not None) == sorted(
+                T + i for i in range(40) if i not in (17, 30))
+            return
+        with pytest.raises(StreamingQueryException, match=rf"no event time for {topic}-1 offset 8 "
+                                                          r"\(eventTime.jsonPath='\$.ts'\): '²' is not a number"):
+            query.awaitTermination(60)
+        assert {(row.partition, row.offset) for row in rows} >= {(1, offset) for offset in range(8)}, \
+            "every record of the partition before the bad one"
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize("trigger", ["availableNow", "live"])
+def test_a_checkpoint_planned_on_kafka_timestamps_continues_on_the_payloads_time_with_its_caps(
+    spark, kafka_cluster, topic_factory, tmp_path, trigger
+):
+    """A user who learns that the Kafka timestamp is the write time adds eventTime.jsonPath to
+    the running query. The checkpoint's stream time is the write time, hours ahead of the
+    payload's: kept, it let the restarted query read its whole backlog in one batch despite
+    maxEventTimePerTrigger. The restart re-bases stream and partition times on the new time."""
+    topic = topic_factory(2)
+    hour = 3_600_000
+    # Six hours of payload time per partition, written by a copy job a day later.
+    records = [Record(i % 2, WRITTEN + i, None, payload(T + (i // 2) * 10 * 60_000)) for i in range(72)]
+    kafka_cluster.produce(topic, records[:4])
+    checkpoint = tmp_path / "cp"
+    query = (reader(spark, kafka_cluster.bootstrap_servers, topic).writeStream.format("noop")
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert as_json(query.lastProgress["sources"][0]["endOffset"])["streamTime"] >= WRITTEN
+
+    kafka_cluster.produce(topic, records[4:])
+    options = {"eventTime.jsonPath": "$.ts", "maxEventTimePerTrigger": "1h"}
+    if trigger == "availableNow":
+        query = (reader(spark, kafka_cluster.bootstrap_servers, topic, **options).writeStream.format("noop")
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+    else:
+        _, query = _live_rows(spark, kafka_cluster.bootstrap_servers, topic, checkpoint, len(records) - 4, **options)
+        query.stop()
+    progress = [json.loads(p.json) for p in query.recentProgress if p.numInputRows]
+    ends = [as_json(p["sources"][0]["endOffset"]) for p in progress]
+    assert sum(p["numInputRows"] for p in progress) == len(records) - 4
+    assert {end["timeSource"] for end in ends} == {"eventTime.jsonPath='$.ts' as epochMillis"}
+    stream_times = [end["streamTime"] for end in ends]
+    assert len(stream_times) >= 5 and all(b - a <= hour for a, b in zip(stream_times, stream_times[1:])), \
+        f"six hours of payload time, at most an hour a batch: {stream_times}"
+    assert stream_times[-1] == T + 35 * 10 * 60_000
+
+
+def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka_cluster, topic_factory, tmp_path):
+    """eventTime.onInvalid=skip: a partition whose records carry no time (heartbeats, Debezium
+    tombstones) takes no part, as in Kafka Streams: it counts as empty, so it idles, and the
+    timed partition's records flow once max.task.idle.ms has passed — though heartbeats keep
+    arriving. (Before, each heartbeat took its partition's time, -1, and capped stream time.)"""
+    topic = topic_factory(2)
+    timed = [Record(1, WRITTEN + i, None, payload(T + i)) for i in range(6)]
+    kafka_cluster.produce(topic, timed)
+    stop_beating = threading.Event()
+
+    def beat() -> None:
+        while not stop_beating.wait(0.1):
+            kafka_cluster.produce(topic, [Record(0, WRITTEN, None, b'{"heartbeat": true}')])
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        time.sleep(0.5)  # heartbeats buffered before the query starts
+        rows, query = _live_rows(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", 6 + 1_000,
+                                 timeout_s=20, **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip",
+                                                  "max.task.idle.ms": 1000})
+        query.stop()
+    finally:
+        stop_beating.set()
+        beating.join(10)
+    assert sorted(row.event for row in rows if row.partition == 1) == [T + i for i in range(6)]
+    assert all(row.event is None for row in rows if row.partition == 0)

@@ -1,10 +1,14 @@
 """The driver fetcher against the embedded Kafka cluster: bounded buffers, lag, gaps."""
 
+import json
+import threading
 import time
 
 import numpy as np
+import pytest
 
-from kafkasync_source.fetcher import DriverFetcher, readable_end
+from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
+from kafkasync_source.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
 from kafkasync_source.planner import TopicPartition
 from kafkasync_source.testing import Record
 
@@ -98,3 +102,97 @@ def test_read_committed_lag_is_measured_against_the_last_stable_offset():
     # Nothing known yet, or only the cached high watermark.
     assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=-1) is None
     assert readable_end(read_committed=True, eof_offset=None, position=0, high_watermark=5) == 5
+
+
+class _TimeOf(RecordTime):
+    """A seam for these tests: ``time_of`` as given."""
+
+    def __init__(self, time_of) -> None:
+        self._time_of = time_of
+
+    def time_of(self, record) -> int:
+        return self._time_of(record)
+
+
+def test_whatever_ends_the_fetch_thread_fails_the_next_snapshot_naming_the_record(kafka_cluster, topic_factory):
+    """A fetch thread that dies of an exception nobody expected (here from taking a time) must
+    fail the next trigger with its cause and the record it was at, never leave planning waiting
+    for records that will not come."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(5)])
+    tp = TopicPartition(topic, 0)
+
+    def breaks_at_offset_3(message):
+        if message.offset() == 3:
+            raise MemoryError("no room for this one")
+        return message.timestamp()[1]
+
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True,
+                            record_time=_TimeOf(breaks_at_offset_3))
+    try:
+        fetcher.position_at({tp: 0})
+        with pytest.raises(KafkaSyncFetchError, match=rf"stopped at {topic}-0 offset 3: MemoryError: no room") as failed:
+            wait_for(lambda: fetcher.snapshot({}) and False, timeout=15)
+        assert isinstance(failed.value.__cause__, MemoryError)
+        with pytest.raises(KafkaSyncFetchError):  # and every trigger after it
+            fetcher.snapshot({})
+    finally:
+        fetcher.close()
+
+
+def test_a_slow_time_does_not_hold_the_planners_snapshot(kafka_cluster, topic_factory):
+    """Records' times are taken outside the fetcher's lock: while a (Python) extractor is busy
+    with a consume batch, latestOffset's snapshot answers at once."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
+    tp = TopicPartition(topic, 0)
+    extracting, release = threading.Event(), threading.Event()
+
+    def waits_for_release(message):
+        extracting.set()
+        release.wait(30)
+        return message.timestamp()[1]
+
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True,
+                            record_time=_TimeOf(waits_for_release))
+    try:
+        fetcher.position_at({tp: 0})
+        assert extracting.wait(15), "the fetcher took no record's time"
+        answered = threading.Event()
+        threading.Thread(target=lambda: (fetcher.snapshot({}), answered.set()), daemon=True).start()
+        assert answered.wait(5), "snapshot() waited for the record's time to be taken"
+        release.set()
+        assert wait_for(lambda: fetcher.snapshot({})[tp].offsets.tolist() == [0, 1, 2])
+    finally:
+        release.set()
+        fetcher.close()
+
+
+def test_records_skipped_for_an_invalid_time_leave_their_partition_empty_and_caught_up(
+    kafka_cluster, topic_factory
+):
+    """eventTime.onInvalid=skip: a partition holding only records without a valid time (heart-
+    beats) is empty to the planner, with its position past them (lag 0, so it can idle), as
+    Kafka Streams' LogAndSkipOnInvalidTimestamp leaves its queue empty; records with a time
+    around skipped ones are buffered as usual."""
+    topic = topic_factory(2)
+    heartbeats = [Record(0, BASE_TS + i, None, b'{"beat": 1}') for i in range(4)]
+    timed = [Record(1, BASE_TS, None, json.dumps({"ts": BASE_TS + i} if i != 1 else {}).encode())
+             for i in range(3)]
+    kafka_cluster.produce(topic, heartbeats + timed)
+    beats, orders = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True,
+                            record_time=record_time(EventTimeOptions("jsonPath", "$.ts", on_invalid="skip")))
+    try:
+        fetcher.position_at({beats: 0, orders: 0})
+        states = wait_for(lambda: (s := fetcher.snapshot({})) and s[beats].end_offset == 4
+                          and s[orders].end_offset == 3 and s[beats].position == 4 and s[orders].position == 3
+                          and s)
+        assert states[beats].offsets.tolist() == [] and states[beats].timestamps.tolist() == []
+        assert states[orders].offsets.tolist() == [0, 2]
+        assert states[orders].timestamps.tolist() == [BASE_TS, BASE_TS + 2]
+    finally:
+        fetcher.close()

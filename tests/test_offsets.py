@@ -12,6 +12,7 @@ def test_round_trip_keeps_positions_partition_times_and_counters():
     offset = SyncOffset(
         {TopicPartition("b", 10): PartitionOffset(7, 1_000), TopicPartition("b", 2): PartitionOffset(3)},
         stream_time=900, enforced_processing_total=4, late_records_total=2,
+        time_source="eventTime.jsonPath='$.ts' as epochMillis",
     )
     assert SyncOffset.from_json(json.loads(json.dumps(offset.to_json()))) == offset
 
@@ -34,3 +35,22 @@ def test_foreign_or_malformed_offsets_fail_clearly(foreign):
 def test_newer_offset_versions_are_refused():
     with pytest.raises(KafkaSyncOffsetError, match="version 99"):
         SyncOffset.from_json({"version": 99, "topics": {}})
+
+
+def test_a_checkpoint_from_before_the_time_source_was_recorded_was_planned_on_kafka_timestamps():
+    written_by_the_previous_release = {"version": 1, "topics": {"t": {"0": {"offset": 5, "partitionTime": 70}}},
+                                       "streamTime": 70, "enforcedProcessingTotal": 1, "lateRecordsTotal": 0}
+    assert SyncOffset.from_json(written_by_the_previous_release).time_source == "kafkaTimestamp"
+
+
+def test_another_time_source_keeps_positions_and_counters_and_forgets_the_times():
+    """Stream time and partition times measured on the write time would cap (or release) a
+    query synchronizing on a payload's time by the wrong clock."""
+    offset = SyncOffset({TopicPartition("t", 0): PartitionOffset(5, 70), TopicPartition("t", 1): PartitionOffset(9, 80)},
+                        stream_time=70, enforced_processing_total=1, late_records_total=3)
+    assert offset.on_time_source("kafkaTimestamp") is offset
+    payload_time = "eventTime.jsonPath='$.ts' as epochMillis"
+    rebased = offset.on_time_source(payload_time)
+    assert rebased == SyncOffset({TopicPartition("t", 0): PartitionOffset(5), TopicPartition("t", 1): PartitionOffset(9)},
+                                 enforced_processing_total=1, late_records_total=3, time_source=payload_time)
+    assert rebased.to_json()["timeSource"] == payload_time
