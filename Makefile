@@ -69,7 +69,7 @@ release-check: $(RELEASE_STAMP)
 # The docs site (docs/, mkdocs.yml) into site/; --strict fails on any link, anchor or image that
 # does not resolve. The options reference is regenerated from the code first.
 docs: $(DOCS_STAMP)
-	$(PY) -c 'import sys; from kafkasync_source.option_docs import reference; sys.stdout.write(reference())' \
+	$(PY) -c 'import sys; from kafkasync_source.config.option_docs import reference; sys.stdout.write(reference())' \
 	  > docs/reference/options.md
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 

@@ -7,6 +7,6 @@ PySpark imports top-level modules named ``pyspark_*`` that expose a
 ``spark.dataSource.register``.
 """
 
-from kafkasync_source.source import KafkaSyncDataSource as DefaultSource
+from kafkasync_source.spark.source import KafkaSyncDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

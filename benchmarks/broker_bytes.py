@@ -242,7 +242,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     plain_records, transactional_records = (500, 500) if args.tiny else (RECORDS_PER_PARTITION, 10_000)
 
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing.spark import local_spark_session
 
     conf = {}

@@ -12,7 +12,7 @@ topic written faster than batches run does, so its trigger durations are Spark's
 for a Python source with that many tasks (``benchmarks.side_by_side``'s latency comparison).
 Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.runner_trace`);
 ``workerFixes=true`` applies kafkasync's fixes for Spark's Python workers
-(:mod:`kafkasync_source.python_worker`).
+(:mod:`kafkasync_source.spark.python_worker`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Iterator, Optional
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from benchmarks.runner_trace import timed_method, traced_read
-from kafkasync_source.python_worker import landed_in_worker
-from kafkasync_source.schema import arrow_schema, kafka_schema
+from kafkasync_source.spark.python_worker import landed_in_worker
+from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
 _CACHE: dict = {}
 

@@ -81,7 +81,7 @@ def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]
     """Records/s of the seam on one core, over ``sample`` records consumed beforehand."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from kafkasync_source.event_time import EventTimeOptions, record_time
+    from kafkasync_source.event_time.seam import EventTimeOptions, record_time
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkasync-bench-event-time",
                          "enable.auto.commit": False, "enable.partition.eof": False})
@@ -104,9 +104,9 @@ def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]
 
 def driver_fetch_rate(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     """Records/s the driver's fetcher buffers the whole topic at, with each seam."""
-    from kafkasync_source.event_time import EventTimeOptions, record_time
-    from kafkasync_source.fetcher import DriverFetcher
-    from kafkasync_source.planner import TopicPartition
+    from kafkasync_source.driver.fetcher import DriverFetcher
+    from kafkasync_source.event_time.seam import EventTimeOptions, record_time
+    from kafkasync_source.planning.planner import TopicPartition
 
     rates = {}
     for label, where in SEAMS:
@@ -171,7 +171,7 @@ def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> d
     """:func:`measure` in a Spark session of its own (``make bench`` runs it on its broker)."""
     import tempfile
 
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-event-time", tempfile.mkdtemp(prefix="kafkasync-bench-"))

@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from benchmarks.spark_runs import batch_read_seconds
-from kafkasync_source.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 from benchmarks.workloads import produce_uniform
+from kafkasync_source.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 
 PARTITIONS, RECORDS_PER_PARTITION, RUNS = 8, 40_000, 3
 

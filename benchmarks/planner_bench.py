@@ -21,11 +21,11 @@ import time
 import numpy as np
 
 from benchmarks.workloads import BASE_TS, produce_uniform
-from kafkasync_source.index_planner import IndexedPartition, plan_from_index
-from kafkasync_source.options import parse_options
-from kafkasync_source.planner import BatchLimits, PartitionState, TopicPartition, plan_batch
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
+from kafkasync_source.planning.planner import BatchLimits, PartitionState, TopicPartition, plan_batch
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 PARTITION_COUNTS = (8, 64, 512)
 DRIVER_RECORDS_PER_PARTITION = 2_000
@@ -117,7 +117,7 @@ def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
 
 def _fill_synthetically(fetcher, partitions: int, buffered: int) -> dict:
     """Fill a DriverFetcher's buffers to the bound without Kafka; returns the states used."""
-    from kafkasync_source.fetcher import _PartitionBuffer
+    from kafkasync_source.driver.fetcher import _PartitionBuffer
 
     states = synthetic_states(partitions, buffered)
     with fetcher._lock:
@@ -141,7 +141,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
     * ``latest_offset_ms``: Spark's whole latestOffset(start) call on a fresh reader (JSON,
       fetcher repositioning, snapshot, plan, offsets), median of 3.
     """
-    from kafkasync_source.offsets import PartitionOffset, SyncOffset
+    from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
 
     options = parse_options(
         {"kafka.bootstrap.servers": bootstrap, "subscribe": "synthetic",
@@ -224,7 +224,7 @@ def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
 def driver_fetch_rps(bootstrap: str, topic, runs: int = 3) -> float:
     """Records/s of the driver's fetcher alone (offsets and timestamps of a whole backlog into
     its buffers), median of ``runs``: with one batch per backlog it precedes the executors."""
-    from kafkasync_source.fetcher import DriverFetcher
+    from kafkasync_source.driver.fetcher import DriverFetcher
 
     options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic.name},
                             streaming=True)

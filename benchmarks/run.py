@@ -109,7 +109,7 @@ def _spark_session(log_path: str):
         "kafkasync-bench", os.path.join(os.path.dirname(log_path), "warehouse"), conf,
         jvm_log=log_path,
     )
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
 
     register(spark)
     return spark
@@ -151,11 +151,10 @@ def run(args) -> dict[str, Any]:
 
 def _measure(args, results: dict[str, Any], workdir: str) -> None:
     from benchmarks import format_kafka, planner_bench, raw, skew
-    from benchmarks.spark_runs import batch_read_seconds
-    from kafkasync_source.testing.plots import save_event_time_figure
-    from benchmarks.spark_runs import add_listener, run_query
+    from benchmarks.spark_runs import add_listener, batch_read_seconds, run_query
     from benchmarks.workloads import produce_uniform
     from kafkasync_source.testing import MockKafkaCluster
+    from kafkasync_source.testing.plots import save_event_time_figure
 
     with MockKafkaCluster(brokers=1) as cluster:
         bootstrap = cluster.bootstrap_servers

@@ -54,7 +54,7 @@ from benchmarks.broker_bytes import (
     BrokerBytesSampler,
     produce_backlog,
 )
-from kafkasync_source.input_partitions import default_target_tasks
+from kafkasync_source.spark.input_partitions import default_target_tasks
 
 SOURCES = ("kafka", "kafkasync")
 LABELS = {"kafka": 'format("kafka")', "kafkasync": "kafkasync"}
@@ -109,7 +109,7 @@ def _peak_rss_bytes(pid: int) -> int:
 
 
 def _spark(jars: str, event_log: Optional[str] = None):
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing.spark import local_spark_session
 
     workdir = tempfile.mkdtemp(prefix="kafkasync-side-by-side-")

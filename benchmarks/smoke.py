@@ -58,7 +58,7 @@ def trigger_cost(bootstrap: str) -> None:
 
 def broker_bytes() -> None:
     from benchmarks import broker_bytes as benchmark
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-bench-smoke", tempfile.mkdtemp(prefix="kafkasync-smoke-"))

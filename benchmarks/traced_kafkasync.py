@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Iterator, Optional
 
 from benchmarks.runner_trace import timed_method, traced_read
-from kafkasync_source.source import KafkaSyncDataSource
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.spark.source import KafkaSyncDataSource
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
 class _TracedKafkaSyncStream(KafkaSyncStreamReader):

@@ -44,12 +44,12 @@ from typing import Any, Callable, Optional
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from kafkasync_source.index_planner import IndexedPartition, plan_from_index
-from kafkasync_source.offsets import SyncOffset
-from kafkasync_source.options import parse_options
-from kafkasync_source.planner import BatchLimits, TopicPartition
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
+from kafkasync_source.planning.offsets import SyncOffset
+from kafkasync_source.planning.planner import BatchLimits, TopicPartition
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 from kafkasync_source.testing import Record
 
 BROKER_SIZES = (512, 4_096)

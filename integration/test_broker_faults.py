@@ -16,12 +16,12 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import StreamingQueryException
+from test_kafkasync_broker import BASE_TS, open_transaction, produce
 
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing.broker import create_topic
 from kafkasync_source.testing.live_producer import LiveProducer
 from kafkasync_source.testing.local_broker import SaslUsers
-from test_kafkasync_broker import BASE_TS, open_transaction, produce
 
 
 def stream_offsets(spark, bootstrap: str, topic: str, checkpoint, **options):
@@ -188,7 +188,8 @@ def test_retention_removing_unread_records(spark, own_broker, tmp_path, fail_on_
         ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
     deadline = time.monotonic() + 60
-    from confluent_kafka import Consumer, TopicPartition as KTP
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KTP
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-retention"})
     try:
         while probe.get_watermark_offsets(KTP(topic, 0), timeout=10)[0] <= read_before:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import time
 
+import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPartition
 
 

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing.backfills import spans
 from kafkasync_source.testing.broker import KafkaBroker
 from kafkasync_source.testing.republished import join_matches, orders_and_payments, windowed_count

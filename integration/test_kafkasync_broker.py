@@ -6,17 +6,16 @@ retention.ms=-1 as well). Every producer checks its delivery reports."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import time
 import uuid
 from collections import Counter
 
+import pytest
 from confluent_kafka import Producer
 
-from kafkasync_source.planner import WAIT_FOREVER
-from kafkasync_source.source import register
+from kafkasync_source.planning.planner import WAIT_FOREVER
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record, produce_confirmed
 
 # Six hours back: the far "end" sentinels (BASE_TS + 10**7 ms, 2.8 h later) stay in the past.

@@ -2,7 +2,7 @@
 
 Transaction markers are entries of the log stamped with the broker's clock when a transaction
 ends, and aborted records stay in the log; the broker's time index and max-timestamp answers
-count both (kafkasync_source/index_planner.py, "What the index counts that no consumer
+count both (kafkasync_source/planning/index_planner.py, "What the index counts that no consumer
 reads"). On a transactional backfill of old event times the default path once dropped 1,232
 of 1,800 records behind a watermark. Each shape here is read with ``maxOffsetsPerTrigger`` and
 must give: every readable record once, no batch holding a record older than an earlier batch's
@@ -17,11 +17,11 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from kafkasync_source.source import register
-from kafkasync_source.testing import Record, produce_confirmed
 from test_kafkasync_broker import produce
 from test_time_index_broker import BASE_TS, HOUR_MS, assert_every_record_once, assert_never_behind_stream_time, run
+
+from kafkasync_source.spark.source import register
+from kafkasync_source.testing import Record, produce_confirmed
 
 
 def spans(partitions: dict[int, tuple[int, int]], count: int) -> list[tuple[int, int, bytes]]:

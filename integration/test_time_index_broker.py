@@ -9,17 +9,17 @@ and every delivery report is checked.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import time
 from collections import Counter
 
-from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.planner import TopicPartition
-from kafkasync_source.source import register
-from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
+import pytest
 from test_kafkasync_broker import produce
+
+from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.source import register
 
 HOUR_MS = 3_600_000
 BASE_TS = int(time.time() * 1000) - 6 * HOUR_MS

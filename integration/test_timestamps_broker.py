@@ -8,15 +8,13 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-
 from pyspark.errors import StreamingQueryException
-
-from kafkasync_source.source import register
-from kafkasync_source.stop_offset_store import DONE, read_stop_offsets
 from test_kafkasync_broker import produce
+
+from kafkasync_source.driver.stop_offset_store import DONE, read_stop_offsets
+from kafkasync_source.spark.source import register
 
 HOUR_MS = 3_600_000
 BASE_TS = int(time.time() * 1000) - 6 * HOUR_MS

@@ -20,12 +20,12 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
+from test_kafkasync_broker import BASE_TS, produce
 
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing.broker import create_topic
 from kafkasync_source.testing.certificates import make_certificates, make_java_stores
 from kafkasync_source.testing.local_broker import LocalKafkaBroker, SaslUsers
-from test_kafkasync_broker import BASE_TS, produce
 
 PASSWORD = "tls-scram-s3cret"
 FAILS_WITHIN_S = 15  # loosely: the query fails at its first metadata request (5 s measured)

@@ -3,12 +3,12 @@
 ``spark.readStream.format("kafkasync")`` — see :class:`KafkaSyncDataSource` for the options.
 """
 
+from kafkasync_source.driver.stop_offset_store import read_stop_offsets, reset_stop_offsets
 from kafkasync_source.enrich.core import Retry
 from kafkasync_source.enrich.map import async_map
 from kafkasync_source.enrich.metrics import AsyncMetrics
-from kafkasync_source.metrics import KafkaSyncListener, PartitionMetrics, SyncMetrics
-from kafkasync_source.source import KafkaSyncDataSource, register
-from kafkasync_source.stop_offset_store import read_stop_offsets, reset_stop_offsets
+from kafkasync_source.metrics.listener import KafkaSyncListener, PartitionMetrics, SyncMetrics
+from kafkasync_source.spark.source import KafkaSyncDataSource, register
 
 __version__ = "0.1.0.dev0"
 """PEP 440: ``MAJOR.MINOR.PATCH``, with ``.devN`` between releases (CHANGELOG.md). Until 1.0

@@ -530,7 +530,7 @@ def _on_real_kafka() -> int:
 def _demo(require_format_kafka: bool = False) -> int:
     wall = time.monotonic()
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing import MockKafkaCluster
     from kafkasync_source.testing.backfills import spans
     from kafkasync_source.testing.broker import KafkaBroker

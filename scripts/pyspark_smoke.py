@@ -80,7 +80,7 @@ def main() -> int:
                 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # noqa: F401
             except ImportError:
                 # Before 4.2 a Python source cannot learn the trigger: Spark wraps it and the
-                # run ended having read 0 of 150 rows on 4.0.5 (kafkasync_source/bounded_run.py).
+                # run ended having read 0 of 150 rows on 4.0.5 (kafkasync_source/driver/bounded_run.py).
                 steps.append("availableNow: not supported (PySpark < 4.2 has no "
                              "SupportsTriggerAvailableNow for Python sources)")
             else:

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from kafkasync_source import AsyncMetrics, Retry, async_map
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 from kafkasync_source.testing.http_service import LookupService, fetch, lookup_path
 

@@ -15,9 +15,11 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from kafkasync_source.autostop import _main
-from kafkasync_source.bounded_run import AvailableNowRun, bounded_states
-from kafkasync_source.stop_offset_store import (
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.driver.autostop import _main
+from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states
+from kafkasync_source.driver.offset_reader import OffsetReader
+from kafkasync_source.driver.stop_offset_store import (
     DONE,
     RUNNING,
     KafkaSyncAutostopError,
@@ -26,12 +28,10 @@ from kafkasync_source.stop_offset_store import (
     read_stop_offsets,
     reset_stop_offsets,
 )
-from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.options import KafkaSyncOptionError, parse_options
-from kafkasync_source.planner import WAIT_FOREVER, PartitionState, PartitionStatus, TopicPartition, plan_batch
-from kafkasync_source.source import register
-from kafkasync_source.stream import SyncDriver
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import WAIT_FOREVER, PartitionState, PartitionStatus, TopicPartition, plan_batch
+from kafkasync_source.spark.source import register
+from kafkasync_source.spark.stream_reader import SyncDriver
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000

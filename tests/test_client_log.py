@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from kafkasync_source.client_log import LibrdkafkaLog, with_python_logging
+from kafkasync_source.config.client_log import LibrdkafkaLog, with_python_logging
 
 
 def _closed_port() -> int:
@@ -154,7 +154,7 @@ def test_a_client_made_by_kafkasync_writes_nothing_raw_to_stderr():
         import logging.handlers
         import time
         from confluent_kafka import Consumer
-        from kafkasync_source.client_log import with_python_logging
+        from kafkasync_source.config.client_log import with_python_logging
         logging.basicConfig(level=logging.WARNING, format="LOGGED %(name)s %(message)s")
         written = logging.handlers.BufferingHandler(capacity=1000)
         logging.getLogger("kafkasync_source.librdkafka").addHandler(written)

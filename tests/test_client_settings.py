@@ -3,8 +3,8 @@ to use instead, and never echo a secret value. Pure option parsing: no Kafka nee
 
 import pytest
 
-from kafkasync_source.java_client_settings import with_shipped_stores_read
-from kafkasync_source.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.config.java_client_settings import with_shipped_stores_read
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
 SECRET = "zq-Secret-Val-4471"

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from kafkasync_source import AsyncMetrics, KafkaSyncListener, async_map
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasync_source import offset_reader
-from kafkasync_source.offset_reader import KafkaSyncConnectionError, OffsetReader
-from kafkasync_source.options import Subscription
+from kafkasync_source.config.options import Subscription
+from kafkasync_source.driver import offset_reader
+from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
 
 
 @pytest.fixture(autouse=True)

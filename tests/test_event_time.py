@@ -10,24 +10,24 @@ import struct
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from confluent_kafka import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from confluent_kafka import Message
 
-from kafkasync_source.event_time import (
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.event_time.seam import (
     KAFKA_TIMESTAMP,
     NO_TIME,
-    SKIPPED,
     PARTITION_TIME,
+    SKIPPED,
     EventTimeOptions,
     KafkaSyncEventTimeError,
     parse_json_path,
     record_time,
     time_source,
 )
-from kafkasync_source.options import KafkaSyncOptionError, parse_options
-from kafkasync_source.range_reader import _Columns
-from kafkasync_source.schema import arrow_schema, kafka_schema
+from kafkasync_source.executor.range_reader import _Columns
+from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
 T = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 

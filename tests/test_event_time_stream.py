@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from kafkasync_source.input_partitions import KafkaRange
-from kafkasync_source.options import parse_options
-from kafkasync_source.planner import TopicPartition
-from kafkasync_source.range_reader import RangeReader
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.source import register
-from kafkasync_source.stream import SyncDriver
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.executor.range_reader import RangeReader
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.input_partitions import KafkaRange
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.source import register
+from kafkasync_source.spark.stream_reader import SyncDriver
 from kafkasync_source.testing import Record
 from kafkasync_source.testing.backfills import spans
 

@@ -21,7 +21,7 @@ from collections import Counter
 
 import pytest
 
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 
 pytestmark = pytest.mark.slow

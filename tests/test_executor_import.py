@@ -11,10 +11,10 @@ import sys
 import pyspark
 from pyspark import cloudpickle
 
-from kafkasync_source.options import parse_options
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.source import KafkaSyncBatchReader, KafkaSyncDataSource
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.source import KafkaSyncBatchReader, KafkaSyncDataSource
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 OPTIONS = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "kafka.sasl.password": "pw-7731"}
 

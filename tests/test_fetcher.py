@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
-from kafkasync_source.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.driver.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
+from kafkasync_source.event_time.seam import EventTimeOptions, RecordTime, record_time
+from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000

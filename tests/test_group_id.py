@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from kafkasync_source.options import KafkaSyncOptionError, consumer_group_id, parse_options
-from kafkasync_source.range_reader import RangeReader
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.source import register
+from kafkasync_source.config.options import KafkaSyncOptionError, consumer_group_id, parse_options
+from kafkasync_source.executor.range_reader import RangeReader
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
@@ -35,7 +35,7 @@ def test_group_id_prefix_starts_every_internal_group_id():
 
 
 def test_kafka_group_id_is_used_for_every_consumer_and_the_prefix_ignored(caplog):
-    with caplog.at_level(logging.WARNING, logger="kafkasync_source.options"):
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.config.options"):
         options = parse_options({**BASE, "kafka.group.id": "acl-fixed", "groupIdPrefix": "p"},
                                 streaming=True)
     assert options.client_config["group.id"] == "acl-fixed"

@@ -1,7 +1,7 @@
 """The time-index planning path cuts the batches the fetch path cuts, reading no record.
 
 A model broker answers ListOffsets the way Kafka documents and implements it (see
-kafkasync_source/index_planner.py for the source references): ``latest`` is the readable end,
+kafkasync_source/planning/index_planner.py for the source references): ``latest`` is the readable end,
 ``max_timestamp`` the first record with the log's largest timestamp (none when it lies at or
 past the readable end, or no record has a timestamp), and ``for_timestamp(t)`` the first
 offset of the whole log whose timestamp is >= t (none below the readable end -> None).
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kafkasync_source.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
-from kafkasync_source.known_answers import KnownFirstOffsets
-from kafkasync_source.planner import (
+from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
+from kafkasync_source.planning.known_answers import KnownFirstOffsets
+from kafkasync_source.planning.planner import (
     NEVER_WAIT,
     NO_TIMESTAMP,
     WAIT_FOREVER,

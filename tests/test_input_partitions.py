@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from kafkasync_source.input_partitions import KafkaRange, KafkaRanges, plan_input_partitions
-from kafkasync_source.options import parse_options
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges, plan_input_partitions
 
 P0, P1, P2, P3 = (TopicPartition("t", p) for p in range(4))
 

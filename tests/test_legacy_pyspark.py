@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from kafkasync_source.offsets import SyncOffset
-from kafkasync_source.planner import TopicPartition
-from kafkasync_source.source import KafkaSyncDataSource
+from kafkasync_source.planning.offsets import SyncOffset
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.source import KafkaSyncDataSource
 from kafkasync_source.testing import Record
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import logging
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.metrics import (
+from kafkasync_source.metrics.listener import (
     KafkaSyncListener,
     emit_event_time_lag_ms,
     live_report,
@@ -21,9 +21,9 @@ from kafkasync_source.metrics import (
     pending_records,
     watermark_lag_ms,
 )
-from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
-from kafkasync_source.source import register
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
@@ -129,7 +129,7 @@ def test_listener_warns_once_per_enforced_update_and_calls_back(caplog):
         def __init__(self, payload):
             self.progress = type("P", (), {"json": json.dumps(payload)})()
 
-    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics"):
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics.listener"):
         listener.onQueryProgress(Event(progress(1, start, end, latest)))
         listener.onQueryProgress(Event(progress(2, end, end, {**latest, "givenUp": []})))
     warnings = [r.getMessage() for r in caplog.records]
@@ -190,7 +190,7 @@ def test_listener_reports_enforcement_lag_partition_time_and_group_commits(
         reports.append(listener.latest(event.progress.id))
 
     listener.onQueryProgress = recording
-    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics"):
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics.listener"):
         query = start_query(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp",
                             **{"kafka.group.id": group})
         try:
@@ -285,7 +285,7 @@ def test_listener_reports_emit_lag_and_the_lag_of_sparks_watermark(spark, kafka_
 
 
 def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_once(fresh_cluster):
-    from kafkasync_source.group_commit import GroupCommitter
+    from kafkasync_source.driver.group_commit import GroupCommitter
     from kafkasync_source.testing import ApiKey
 
     group_authorization_failed = 30

@@ -8,9 +8,9 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafkasync_source.offset_reader import KafkaSyncTopicError, OffsetReader
-from kafkasync_source.options import KafkaSyncOptionError, Subscription, parse_options
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.config.options import KafkaSyncOptionError, Subscription, parse_options
+from kafkasync_source.driver.offset_reader import KafkaSyncTopicError, OffsetReader
+from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.testing import ApiKey, Record
 
 pytestmark = pytest.mark.mock_brokers(1)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from kafkasync_source.offsets import KafkaSyncOffsetError, PartitionOffset, SyncOffset
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.planning.offsets import KafkaSyncOffsetError, PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import TopicPartition
 
 
 def test_round_trip_keeps_positions_partition_times_and_counters():

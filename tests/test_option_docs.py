@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import re
 
-from kafkasync_source import options
-from kafkasync_source.option_docs import documented_source_options, reference
+from kafkasync_source.config import options
+from kafkasync_source.config.option_docs import documented_source_options, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_the_committed_reference_is_what_the_code_generates():
     with open(os.path.join(ROOT, "docs", "reference", "options.md")) as committed:
         assert committed.read() == reference(), (
-            "docs/reference/options.md is stale: run python -m kafkasync_source.option_docs "
+            "docs/reference/options.md is stale: run python -m kafkasync_source.config.option_docs "
             "> docs/reference/options.md")
 
 

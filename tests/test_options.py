@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from kafkasync_source.options import KafkaSyncOptionError, parse_options, redact
-from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options, redact
+from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
 

@@ -31,11 +31,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkasync_source.planner import (
+from kafkasync_source.planning.planner import (
     NEVER_WAIT,
-    BatchLimits,
     NO_TIMESTAMP,
     WAIT_FOREVER,
+    BatchLimits,
     Cut,
     PartitionDecision,
     PartitionState,

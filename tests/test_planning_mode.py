@@ -15,12 +15,12 @@ import time
 import pytest
 from confluent_kafka import KafkaError
 
-from kafkasync_source.options import KafkaSyncOptionError, parse_options
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.driver.time_index import TimeIndexReader
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 from kafkasync_source.testing import ApiKey, Record
-from kafkasync_source.time_index import TimeIndexReader
-from kafkasync_source.planner import TopicPartition
 
 BASE_TS = 1_700_000_000_000
 
@@ -74,7 +74,7 @@ def test_a_stale_leader_epoch_is_asked_again_with_fresh_metadata_not_fallen_back
 
 
 def test_auto_plans_from_fetched_timestamps_and_says_why_once(kafka_cluster, backlog, caplog):
-    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
     reader = reader_for(kafka_cluster, backlog)
     try:
         end = first_batch(reader)
@@ -98,7 +98,7 @@ def test_a_broker_without_max_timestamp_look_ups_makes_auto_fall_back_saying_so_
     """A broker before Kafka 3.0 answers ListOffsets for MAX_TIMESTAMP (KIP-734, ListOffsets v7)
     with UNSUPPORTED_VERSION; the embedded cluster's error injection answers so: the first
     ListOffsets request of the trigger (latest) succeeds, the second (max timestamp) fails."""
-    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
     reader = reader_for(kafka_cluster, backlog)
     try:
         reader.initialOffset()
@@ -125,7 +125,7 @@ def test_time_index_only_refuses_a_cluster_without_time_look_ups(kafka_cluster, 
 
 
 def test_fetch_mode_never_asks_the_index(kafka_cluster, backlog, caplog):
-    caplog.set_level(logging.INFO, logger="kafkasync_source.stream")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
     reader = reader_for(kafka_cluster, backlog, planningMode="FETCH")
     try:
         first_batch(reader)
@@ -195,8 +195,8 @@ def test_an_offset_no_broker_answers_is_no_answer_and_the_fetch_path_plans_the_b
     "none" it made a cut take a whole window. The index cannot answer: the batch falls back."""
     from confluent_kafka.admin import ListOffsetsResultInfo
 
-    from kafkasync_source import time_index
-    from kafkasync_source.index_planner import IndexCannotAnswer
+    from kafkasync_source.driver import time_index
+    from kafkasync_source.planning.index_planner import IndexCannotAnswer
 
     topic = topic_factory(1)
     tp = TopicPartition(topic, 0)

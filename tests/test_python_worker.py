@@ -22,7 +22,7 @@ import weakref
 
 import pytest
 
-from kafkasync_source import python_worker
+from kafkasync_source.spark import python_worker
 
 needs_quickack = pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"),
                                     reason="TCP_QUICKACK is Linux's; elsewhere acknowledge_promptly() does nothing")
@@ -247,10 +247,10 @@ def test_garbage_is_collected_before_the_freeze(daemon_worker, loopback):
 @needs_quickack
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream reader", "batch reader"])
 def test_unpickling_a_reader_acknowledges_and_freezes(daemon_worker, loopback, streaming):
-    from kafkasync_source.options import parse_options
-    from kafkasync_source.schema import kafka_schema
-    from kafkasync_source.source import KafkaSyncBatchReader
-    from kafkasync_source.stream import KafkaSyncStreamReader
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.spark.schema import kafka_schema
+    from kafkasync_source.spark.source import KafkaSyncBatchReader
+    from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
     options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}, streaming=streaming)
     reader = (KafkaSyncStreamReader if streaming else KafkaSyncBatchReader)(options, kafka_schema(False))

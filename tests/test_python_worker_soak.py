@@ -23,7 +23,7 @@ import warnings
 
 import pytest
 
-from kafkasync_source import python_worker
+from kafkasync_source.spark import python_worker
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,9 +45,9 @@ def _rss_bytes() -> int:
 def _command() -> bytes:
     """A task's command, as the JVM ships it: something cyclic (a pickled function and its globals
     often are), then the reader, whose unpickling lands it while the cycle is alive."""
-    from kafkasync_source.options import parse_options
-    from kafkasync_source.schema import kafka_schema
-    from kafkasync_source.stream import KafkaSyncStreamReader
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.spark.schema import kafka_schema
+    from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
     options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}, streaming=True)
     cyclic = [bytes(16 * 1024)]

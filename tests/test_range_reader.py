@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from kafkasync_source.options import parse_options
-from kafkasync_source.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
-from kafkasync_source.schema import kafka_schema
+from kafkasync_source.config.options import parse_options
+from kafkasync_source.executor.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
+from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
@@ -101,8 +101,8 @@ class _Message:
 
 
 def test_records_without_timestamp_get_null_and_spark_type_minus_one():
-    from kafkasync_source.range_reader import _Columns
-    from kafkasync_source.schema import arrow_schema
+    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.spark.schema import arrow_schema
 
     schema = arrow_schema(kafka_schema(include_headers=True))
     columns = _Columns("t", include_headers=True)
@@ -120,7 +120,7 @@ def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
 ):
     """The range [0, 6) ends with a commit marker (offset 5) and the log goes on: the first
     record at or past the end completes the range, the reader does not read on to the log end."""
-    import kafkasync_source.range_reader as range_reader
+    import kafkasync_source.executor.range_reader as range_reader
 
     topic = topic_factory(1)
     kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t%d" % i) for i in range(5)])
@@ -148,7 +148,7 @@ def test_range_ending_just_after_a_transaction_marker_stops_at_the_next_record(
 @pytest.fixture
 def pool():
     """The worker's consumer pool, emptied so that counts are this test's own."""
-    from kafkasync_source.consumer_pool import POOL
+    from kafkasync_source.executor.consumer_pool import POOL
 
     POOL.close_all()
     POOL.created = POOL.reused = POOL.repositioned = 0
@@ -206,7 +206,7 @@ def test_a_consumer_moved_up_across_a_transaction_marker_keeps_every_prefetched_
     consumer moved up through its prefetched records holds more of them than the range needs;
     a marker's gap within the range took its end record early, and what was held past it was
     dropped, so the next range jumped over them and silently ended short."""
-    import kafkasync_source.range_reader as range_reader
+    import kafkasync_source.executor.range_reader as range_reader
 
     monkeypatch.setattr(range_reader, "ARROW_BATCH_ROWS", 8)  # a few records per consume()
     topic = topic_factory(1)
@@ -241,7 +241,7 @@ def test_a_new_query_never_continues_with_an_earlier_querys_consumer(kafka_clust
     two queries of one application, and the second query's first range failed on a stale
     "offset out of range" of the first query's pooled consumer. Consumers are now scoped to a
     query run (KafkaRanges.consumer_scope)."""
-    from kafkasync_source.input_partitions import KafkaRanges
+    from kafkasync_source.spark.input_partitions import KafkaRanges
 
     topic = topic_factory(1)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"old") for i in range(100)])
@@ -298,7 +298,7 @@ def test_a_partly_read_range_does_not_pool_its_consumer(kafka_cluster, topic_fac
 
 
 def test_the_pool_is_bounded_and_closes_idle_consumers():
-    from kafkasync_source.consumer_pool import ConsumerPool
+    from kafkasync_source.executor.consumer_pool import ConsumerPool
 
     class FakeConsumer:  # the pool only ever closes what it holds
         closed = 0
@@ -317,8 +317,8 @@ def test_the_pool_is_bounded_and_closes_idle_consumers():
 
 
 def test_a_timestamp_beyond_spark_timestamps_fails_naming_the_record():
-    from kafkasync_source.range_reader import _Columns
-    from kafkasync_source.schema import arrow_schema
+    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.spark.schema import arrow_schema
 
     columns = _Columns("t", include_headers=False)
     columns.extend([_Message(7, 1, BASE_TS), _Message(8, 1, 2**62)])
@@ -327,7 +327,7 @@ def test_a_timestamp_beyond_spark_timestamps_fails_naming_the_record():
 
 
 def test_data_loss_names_the_offsets_actually_lost():
-    from kafkasync_source.range_reader import lost_offsets
+    from kafkasync_source.executor.range_reader import lost_offsets
 
     # Retention deleted [1000, 4000) of the range [1000, 9000): only those are lost.
     assert lost_offsets(1000, 9000, 4000, 12_000) == (1000, 4000, "the log starts at offset 4000")
@@ -345,7 +345,7 @@ def test_a_range_past_a_truncated_log_fails_or_warns_naming_the_lost_offsets(
     with pytest.raises(KafkaSyncDataLossError, match=rf"{topic}-0 offsets \[5, 9\) of the range \[5, 9\)"):
         read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 5, 9))
     lenient = reader_for(kafka_cluster, topic, failOnDataLoss="false")
-    with caplog.at_level("WARNING", logger="kafkasync_source.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
         assert read_rows(lenient, KafkaRange(topic, 0, 5, 9)) == []
     assert any(f"{topic}-0 offsets [5, 9)" in r.getMessage() for r in caplog.records)
 
@@ -365,7 +365,7 @@ def test_transient_fetch_errors_are_retried_and_fatal_ones_fail(fresh_cluster, p
         ApiKey.FETCH, KafkaError.REQUEST_TIMED_OUT, KafkaError.UNKNOWN,
         KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
     )
-    with caplog.at_level("WARNING", logger="kafkasync_source.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
         assert offsets_of(reader, KafkaRange("t", 0, 0, 50)) == list(range(50))
     assert len(cluster.requests(ApiKey.FETCH)) >= 5  # four failed fetches, then one that worked
 
@@ -398,8 +398,8 @@ def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster
     failed a query through a broker restart on a real Kafka 4.3.1 (integration/test_broker_faults.py)."""
     from confluent_kafka import KafkaException
 
-    from kafkasync_source import offset_reader
-    from kafkasync_source.offset_reader import partitions_gone
+    from kafkasync_source.driver import offset_reader
+    from kafkasync_source.driver.offset_reader import partitions_gone
 
     monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 1.0)  # a down broker answers never
     fresh_cluster.create_topic("restarting", 1)

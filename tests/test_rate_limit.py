@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasync_source.rate_limit import TriggerDelay, proportional_ends
+from kafkasync_source.planning.rate_limit import TriggerDelay, proportional_ends
 
 
 def test_proportional_ends_hand_computed():

@@ -18,11 +18,11 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from kafkasync_source.planner import TopicPartition
-from kafkasync_source.rate_limit import proportional_ends
-from kafkasync_source.source import register
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.planning.rate_limit import proportional_ends
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
-from kafkasync_source.testing.backfills import SHAPES, MINUTE_MS
+from kafkasync_source.testing.backfills import MINUTE_MS, SHAPES
 
 WATERMARK = "10 minutes"
 WINDOW = "5 minutes"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkasync_source.options import parse_options, scrub
-from kafkasync_source.source import register
+from kafkasync_source.config.options import parse_options, scrub
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from kafkasync_source.java_client_settings import with_shipped_stores_read
+from kafkasync_source.config.java_client_settings import with_shipped_stores_read
 
 LOGGER = logging.getLogger("kafkasync_source.librdkafka")
 

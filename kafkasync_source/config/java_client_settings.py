@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any, Mapping, Sequence
 
-from kafkasync_source.java_keystores import JavaKeystoreError, keystore_as_pem, truststore_as_pem
+from kafkasync_source.config.java_keystores import JavaKeystoreError, keystore_as_pem, truststore_as_pem
 
 _CA = "'kafka.ssl.ca.location' (a PEM file or directory) or 'kafka.ssl.ca.pem' (PEM text)"
 _TRUSTSTORE_PART = (

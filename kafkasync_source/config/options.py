@@ -18,7 +18,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union, overload
 
-from kafkasync_source.event_time import (
+from kafkasync_source.config.java_client_settings import (
+    JavaClientSettingError,
+    drop_or_refuse_java_settings,
+    jaas_credentials,
+)
+from kafkasync_source.config.option_docs import OPTION_DOCS, documented_source_options
+from kafkasync_source.event_time.seam import (
     EVENT_TIME_OPTIONS,
     EXTRACTOR,
     FORMATS,
@@ -26,13 +32,7 @@ from kafkasync_source.event_time import (
     USE_PARTITION_TIME,
     EventTimeOptions,
 )
-from kafkasync_source.java_client_settings import (
-    JavaClientSettingError,
-    drop_or_refuse_java_settings,
-    jaas_credentials,
-)
-from kafkasync_source.option_docs import OPTION_DOCS, documented_source_options
-from kafkasync_source.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
+from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class SourceOptions:
         return self.client_config["bootstrap.servers"]
 
     def offset_reader_settings(self) -> dict[str, int]:
-        """Keyword arguments of :class:`~kafkasync_source.offset_reader.OffsetReader`."""
+        """Keyword arguments of :class:`~kafkasync_source.driver.offset_reader.OffsetReader`."""
         return {"retries": self.fetch_offset_retries,
                 "retry_interval_ms": self.fetch_offset_retry_interval_ms}
 

@@ -1,5 +1,5 @@
-"""``python -m kafkasync_source.autostop show|reset``: inspect or clear the durable
-Trigger.AvailableNow stop offsets of a query (see :mod:`kafkasync_source.stop_offset_store`)."""
+"""``python -m kafkasync_source.driver.autostop show|reset``: inspect or clear the durable
+Trigger.AvailableNow stop offsets of a query (see :mod:`kafkasync_source.driver.stop_offset_store`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from kafkasync_source.stop_offset_store import read_stop_offsets, reset_stop_offsets
+from kafkasync_source.driver.stop_offset_store import read_stop_offsets, reset_stop_offsets
 
 __all__ = ["read_stop_offsets", "reset_stop_offsets"]
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kafkasync_source.autostop",
+        prog="python -m kafkasync_source.driver.autostop",
         description="Show or reset the durable Trigger.AvailableNow stop offsets of a kafkasync query.",
     )
     parser.add_argument("command", choices=("show", "reset"))

@@ -43,7 +43,7 @@ offers the stop without the synchronization: ``KafkaSource.setBounded(OffsetsIni
 The option applies to trigger(availableNow=True) only; any other trigger fails at start.
 
 The durable variant (``autostop.offsets=durable``) keeps the stop offsets in
-:mod:`kafkasync_source.stop_offset_store`, with the time they were resolved for: a restart
+:mod:`kafkasync_source.driver.stop_offset_store`, with the time they were resolved for: a restart
 with another ending time is a new run, not a restart of the unfinished one.
 """
 
@@ -57,10 +57,8 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Protocol
 
 import numpy as np
 
-from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.options import AUTOSTOP_DURABLE, SourceOptions
-from kafkasync_source.planner import Cut, PartitionState, TopicPartition
-from kafkasync_source.stop_offset_store import (
+from kafkasync_source.config.options import AUTOSTOP_DURABLE, SourceOptions
+from kafkasync_source.driver.stop_offset_store import (
     DONE,
     RUNNING,
     EndingTime,
@@ -69,9 +67,11 @@ from kafkasync_source.stop_offset_store import (
     StopTarget,
     ending_time,
 )
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import Cut, PartitionState, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kafkasync_source.offset_reader import OffsetReader
+    from kafkasync_source.driver.offset_reader import OffsetReader
 
 try:  # PySpark >= 4.2
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow

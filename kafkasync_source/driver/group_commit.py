@@ -18,8 +18,8 @@ from typing import Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.offsets import SyncOffset
+from kafkasync_source.config.client_log import with_python_logging
+from kafkasync_source.planning.offsets import SyncOffset
 
 logger = logging.getLogger(__name__)
 

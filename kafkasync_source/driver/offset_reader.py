@@ -17,8 +17,8 @@ from typing import Any, Iterable, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.options import (
+from kafkasync_source.config.client_log import with_python_logging
+from kafkasync_source.config.options import (
     EARLIEST,
     LATEST,
     OffsetSpec,
@@ -28,7 +28,7 @@ from kafkasync_source.options import (
     consumer_group_id,
     scrub,
 )
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.planning.planner import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ On start, with the stored record for the key:
 
 When the run reaches its target it overwrites the record with ``done`` (failure to do so is
 only logged: the third rule above covers it). Reset: :func:`reset_stop_offsets` or
-``python -m kafkasync_source.autostop reset ...`` writes a tombstone for the key, so the next
+``python -m kafkasync_source.driver.autostop reset ...`` writes a tombstone for the key, so the next
 start captures new stop offsets. Use one key per checkpoint; two queries sharing a key would
 share (and overwrite) one target.
 """
@@ -47,15 +47,15 @@ from typing import Mapping, Optional, Union
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.options import (
+from kafkasync_source.config.client_log import with_python_logging
+from kafkasync_source.config.options import (
     AUTOSTOP_DURABLE,
     TimestampSpec,
     consumer_group_id,
     non_consumer_settings,
     parse_options,
 )
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.planning.planner import TopicPartition
 
 __all__ = [
     "DONE",
@@ -187,7 +187,7 @@ class StopTarget:
             f"kafkasync: the stored stop offsets for autostop.key={key!r} in topic {topic!r} "
             f"are unusable: {problem}. kafkasync will not guess where this run should stop. "
             "If the previous run's target no longer matters, reset it (python -m "
-            "kafkasync_source.autostop reset, see docs/bounded-runs.md) and start again."
+            "kafkasync_source.driver.autostop reset, see docs/bounded-runs.md) and start again."
         )
 
 

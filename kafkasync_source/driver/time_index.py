@@ -1,7 +1,7 @@
 """Driver side: ask the brokers' ListOffsets what the time-index planning path needs.
 
-:mod:`kafkasync_source.index_planner` is pure; this is its broker-facing half, the second
-provider of the planner's input beside :class:`~kafkasync_source.fetcher.DriverFetcher`. One
+:mod:`kafkasync_source.planning.index_planner` is pure; this is its broker-facing half, the second
+provider of the planner's input beside :class:`~kafkasync_source.driver.fetcher.DriverFetcher`. One
 round of look-ups sends one ListOffsets request per partition leader and 512 partitions
 (librdkafka groups each call's partitions by leader), with the query's isolation level, so under
 read_committed "latest" is the last stable offset and no answer lies past it
@@ -35,14 +35,14 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
 
-from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.event_time import KAFKA_TIMESTAMP
-from kafkasync_source.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
-from kafkasync_source.known_answers import KnownFirstOffsets
-from kafkasync_source.offset_reader import KafkaSyncConnectionError
-from kafkasync_source.offsets import SyncOffset
-from kafkasync_source.options import consumer_group_id, non_consumer_settings
-from kafkasync_source.planner import PartitionState, TopicPartition
+from kafkasync_source.config.client_log import with_python_logging
+from kafkasync_source.config.options import consumer_group_id, non_consumer_settings
+from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError
+from kafkasync_source.event_time.seam import KAFKA_TIMESTAMP
+from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
+from kafkasync_source.planning.known_answers import KnownFirstOffsets
+from kafkasync_source.planning.offsets import SyncOffset
+from kafkasync_source.planning.planner import PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ _PROBE_TIMEOUT_S = 10.0
 
 class RecordProbe:
     """A consumer that reads the first record at given offsets, for checking what the time
-    index answered (:data:`~kafkasync_source.index_planner.FirstRecords`). Created on first
+    index answered (:data:`~kafkasync_source.planning.index_planner.FirstRecords`). Created on first
     use: most queries on plain topics need few checks, and the reader is pickled."""
 
     def __init__(self, client_config: Mapping[str, str]) -> None:
@@ -212,7 +212,7 @@ class TimeIndexReader:
         }
 
     def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
-        """:data:`~kafkasync_source.index_planner.FirstOffsets`: the first offset whose
+        """:data:`~kafkasync_source.planning.index_planner.FirstOffsets`: the first offset whose
         timestamp is >= the time and that timestamp, None where none lies below the readable
         end."""
         answers = self._list(times, "offsets by time")
@@ -232,7 +232,7 @@ class TimeIndexReader:
 
     def first_records(
             self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
-        """:data:`~kafkasync_source.index_planner.FirstRecords`: per partition ``(offset,
+        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`: per partition ``(offset,
         end)``, the first record a consumer of the query's isolation level reads in ``[offset,
         end)`` as ``(offset, timestamp)``, or None. The consumer skips transaction markers
         and, under read_committed, aborted records, as the executors' do.

@@ -24,9 +24,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.client_log import with_python_logging
-from kafkasync_source.consumer_pool import POOL, PooledConsumer
-from kafkasync_source.event_time import (
+from kafkasync_source.config.client_log import with_python_logging
+from kafkasync_source.config.options import SourceOptions, consumer_group_id
+from kafkasync_source.driver.offset_reader import partitions_gone
+from kafkasync_source.event_time.seam import (
     NO_TIME,
     PARTITION_TIME,
     EventTimeOptions,
@@ -34,10 +35,9 @@ from kafkasync_source.event_time import (
     RecordTime,
     record_time,
 )
-from kafkasync_source.input_partitions import KafkaRange, KafkaRanges
-from kafkasync_source.offset_reader import partitions_gone
-from kafkasync_source.options import SourceOptions, consumer_group_id
-from kafkasync_source.schema import arrow_schema
+from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer
+from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
+from kafkasync_source.spark.schema import arrow_schema
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ KIP-353 asks that users be told about enforced processing, because it may proces
 out of timestamp order; KIP-695 is about lag. kafkasync reports through two channels Spark
 already has, so nothing extra needs to run:
 
-* ``progress.sources[i].endOffset`` — the offset JSON (see :mod:`kafkasync_source.offsets`):
+* ``progress.sources[i].endOffset`` — the offset JSON (see :mod:`kafkasync_source.planning.offsets`):
   durable counters (``enforcedProcessingTotal``, ``lateRecordsTotal``), stream time and
   partition times. They survive restarts because Spark checkpoints them.
 * ``progress.sources[i].latestOffset`` — the live report of the latest planning decision,
@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from kafkasync_source.planner import NO_TIMESTAMP, Cut, PartitionState, TopicPartition
+from kafkasync_source.planning.planner import NO_TIMESTAMP, Cut, PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
 

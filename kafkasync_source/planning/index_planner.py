@@ -2,7 +2,7 @@
 
 Why this exists
 ---------------
-The fetch path (:mod:`kafkasync_source.fetcher` + :func:`kafkasync_source.planner.plan_batch`)
+The fetch path (:mod:`kafkasync_source.driver.fetcher` + :func:`kafkasync_source.planning.planner.plan_batch`)
 learns every record's timestamp by fetching it on the driver, so the brokers send each record
 twice and one Python consumer caps the query. The planner needs three facts per partition,
 and a broker answers each with ListOffsets, in one request per leader, without a record
@@ -77,7 +77,7 @@ in ``t`` as it is over records, and the checked result of a search is exact when
 it ends on is a readable record.
 
 The function is pure: the index is asked through the ``first_offsets`` callable (a model
-broker in tests, ListOffsets in :mod:`kafkasync_source.time_index`); no clock, no sleep.
+broker in tests, ListOffsets in :mod:`kafkasync_source.driver.time_index`); no clock, no sleep.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
-from kafkasync_source.planner import (
+from kafkasync_source.planning.planner import (
     NEVER_WAIT,
     NO_LIMITS,
     NO_TIMESTAMP,
@@ -100,7 +100,7 @@ from kafkasync_source.planner import (
     check_plan_arguments,
     settle_idle_partitions,
 )
-from kafkasync_source.rate_limit import proportional_ends
+from kafkasync_source.planning.rate_limit import proportional_ends
 
 __all__ = ["FirstOffsets", "FirstRecords", "IndexCannotAnswer", "IndexedPartition", "plan_from_index"]
 
@@ -540,7 +540,7 @@ def plan_from_index(
     idle_since: Mapping[TopicPartition, int],
     limits: BatchLimits = NO_LIMITS,
 ) -> Cut:
-    """The cut :func:`kafkasync_source.planner.plan_batch` makes over every record up to the
+    """The cut :func:`kafkasync_source.planning.planner.plan_batch` makes over every record up to the
     readable ends, computed from ListOffsets answers (see the module docstring).
 
     Raises:

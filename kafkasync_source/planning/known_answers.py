@@ -2,7 +2,7 @@
 
 A ListOffsets by time answers ``first(t)``: the first offset of the log whose record's
 timestamp is >= t, and that record's timestamp ``ts`` (``UnifiedLog.fetchOffsetByTimestamp``,
-see :mod:`kafkasync_source.index_planner`). Such an answer ``o`` says that every record before
+see :mod:`kafkasync_source.planning.index_planner`). Such an answer ``o`` says that every record before
 ``o`` is older than ``t``, so:
 
 * ``first(t') = o`` for every ``t'`` in ``[t, ts]``;
@@ -25,8 +25,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Mapping, Optional
 
-from kafkasync_source.index_planner import FirstOffsets
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.planning.index_planner import FirstOffsets
+from kafkasync_source.planning.planner import TopicPartition
 
 __all__ = ["KnownFirstOffsets"]
 

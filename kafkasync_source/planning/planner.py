@@ -49,7 +49,7 @@ enforced batch rather than one small batch per partition running dry.
 * ``NEVER_WAIT`` (-1): never wait for producers: ``format("kafka")``'s admission. Every partition
   is read up to its horizon (the log end known when planning of the batch began), or, with
   ``maxOffsetsPerTrigger``, up to Spark's proportional split of that cap
-  (:func:`kafkasync_source.rate_limit.proportional_ends`). Given the same start and end offsets,
+  (:func:`kafkasync_source.planning.rate_limit.proportional_ends`). Given the same start and end offsets,
   the same batch ends as Spark's Kafka source. Statuses are still reported; an idle partition's
   deadline is the moment it was first seen idle.
 * ``0`` (default): wait for fetches and metadata, never for producers: an idle partition is given
@@ -118,7 +118,7 @@ from typing import Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from kafkasync_source.rate_limit import proportional_ends
+from kafkasync_source.planning.rate_limit import proportional_ends
 
 __all__ = [
     "NO_LIMITS",
@@ -324,7 +324,7 @@ class Cut:
 
 @dataclass(frozen=True)
 class BatchLimits:
-    """Rate limits on one batch (see :mod:`kafkasync_source.rate_limit` for their origin)."""
+    """Rate limits on one batch (see :mod:`kafkasync_source.planning.rate_limit` for their origin)."""
 
     max_records: Optional[int] = None
     """``maxOffsetsPerTrigger``: synchronized, the first N records in Kafka Streams' processing

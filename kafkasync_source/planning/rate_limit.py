@@ -14,7 +14,7 @@ algorithms here follow Spark's ``KafkaMicroBatchStream`` (connector/kafka-0-10-s
   Spark, the clock of the last batch starts at 0, so the first batch is never delayed.
 
 The synchronized cap (the first N records in Kafka Streams' processing order) is part of the
-cut itself and lives in :mod:`kafkasync_source.planner`.
+cut itself and lives in :mod:`kafkasync_source.planning.planner`.
 """
 
 from __future__ import annotations

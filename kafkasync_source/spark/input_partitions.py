@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Optional
 
 from pyspark.sql.datasource import InputPartition
 
-from kafkasync_source.planner import TopicPartition
+from kafkasync_source.planning.planner import TopicPartition
 
 
 @dataclass(frozen=True, order=True)

@@ -9,14 +9,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.executor_import import RebuiltAfterImport
-from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
-from kafkasync_source.offset_reader import OffsetReader
-from kafkasync_source.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
-from kafkasync_source.python_worker import landed_in_worker
-from kafkasync_source.range_reader import RangeReader
-from kafkasync_source.schema import kafka_schema
-from kafkasync_source.stream import KafkaSyncStreamReader
+from kafkasync_source.config.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
+from kafkasync_source.driver.offset_reader import OffsetReader
+from kafkasync_source.executor.range_reader import RangeReader
+from kafkasync_source.spark.executor_import import RebuiltAfterImport
+from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
+from kafkasync_source.spark.python_worker import landed_in_worker
+from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
 class KafkaSyncDataSource(RebuiltAfterImport, DataSource):

@@ -27,29 +27,29 @@ from confluent_kafka import KafkaException
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.bounded_run import (
+from kafkasync_source.config.options import (
+    PLANNING_FETCH,
+    PLANNING_TIME_INDEX,
+    KafkaSyncOptionError,
+    SourceOptions,
+)
+from kafkasync_source.driver.bounded_run import (
     AvailableNowRun,
     SupportsTriggerAvailableNow,
     bounded_states,
     missing_partitions,
     unfinished,
 )
-from kafkasync_source.event_time import record_time, time_source
-from kafkasync_source.executor_import import RebuiltAfterImport
-from kafkasync_source.fetcher import DriverFetcher
-from kafkasync_source.group_commit import GroupCommitter
-from kafkasync_source.index_planner import IndexCannotAnswer, plan_from_index
-from kafkasync_source.input_partitions import KafkaRanges, plan_input_partitions
-from kafkasync_source.metrics import emit_event_time_lag_ms, live_report
-from kafkasync_source.offset_reader import KafkaSyncConnectionError, OffsetReader
-from kafkasync_source.offsets import PartitionOffset, SyncOffset
-from kafkasync_source.options import (
-    PLANNING_FETCH,
-    PLANNING_TIME_INDEX,
-    KafkaSyncOptionError,
-    SourceOptions,
-)
-from kafkasync_source.planner import (
+from kafkasync_source.driver.fetcher import DriverFetcher
+from kafkasync_source.driver.group_commit import GroupCommitter
+from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
+from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
+from kafkasync_source.event_time.seam import record_time, time_source
+from kafkasync_source.executor.range_reader import KafkaSyncDataLossError, RangeReader
+from kafkasync_source.metrics.listener import emit_event_time_lag_ms, live_report
+from kafkasync_source.planning.index_planner import IndexCannotAnswer, plan_from_index
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import (
     NO_TIMESTAMP,
     WAIT_FOREVER,
     BatchLimits,
@@ -59,10 +59,10 @@ from kafkasync_source.planner import (
     TopicPartition,
     plan_batch,
 )
-from kafkasync_source.python_worker import landed_in_worker
-from kafkasync_source.range_reader import KafkaSyncDataLossError, RangeReader
-from kafkasync_source.rate_limit import TriggerDelay
-from kafkasync_source.time_index import TimeIndexPath, TimeIndexReader
+from kafkasync_source.planning.rate_limit import TriggerDelay
+from kafkasync_source.spark.executor_import import RebuiltAfterImport
+from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
+from kafkasync_source.spark.python_worker import landed_in_worker
 
 try:  # PySpark >= 4.2: admission control
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -186,7 +186,7 @@ class SyncDriver:
     ) -> SyncOffset:
         """The end offset of the next batch, or ``start`` itself when nothing is processable.
 
-        ``stop_offsets`` bound an AvailableNow run (:mod:`kafkasync_source.autostop`): only
+        ``stop_offsets`` bound an AvailableNow run (:mod:`kafkasync_source.driver.autostop`): only
         partitions below their stop offset are fetched, none goes past it, the rest are
         FINISHED and never hold a batch back. ``read_all`` is Spark's ReadAllAvailable: the
         rate-limit options do not apply to this batch."""

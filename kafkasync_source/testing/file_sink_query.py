@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     bootstrap, topic, checkpoint, output = argv if argv is not None else sys.argv[1:]
-    from kafkasync_source.source import register
+    from kafkasync_source.spark.source import register
     from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-file-sink-query", f"{checkpoint}-warehouse")

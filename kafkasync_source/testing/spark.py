@@ -57,7 +57,7 @@ def _start(app_name: str, warehouse_dir: str, conf: Optional[Mapping[str, str]])
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    from kafkasync_source.source import redact_secret_options
+    from kafkasync_source.spark.source import redact_secret_options
 
     redact_secret_options(session)
     return session

@@ -1,0 +1,1 @@
+"""What a query reports: the listener that turns kafkasync's offsets and live report into metrics."""
