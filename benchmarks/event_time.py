@@ -81,7 +81,7 @@ def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]
     """Records/s of the seam on one core, over ``sample`` records consumed beforehand."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from kafkasync_source.event_time.seam import EventTimeOptions, record_time
+    from kafkasync_source.event_time import EventTimeOptions, record_time
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkasync-bench-event-time",
                          "enable.auto.commit": False, "enable.partition.eof": False})
@@ -105,7 +105,7 @@ def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]
 def driver_fetch_rate(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     """Records/s the driver's fetcher buffers the whole topic at, with each seam."""
     from kafkasync_source.driver.fetcher import DriverFetcher
-    from kafkasync_source.event_time.seam import EventTimeOptions, record_time
+    from kafkasync_source.event_time import EventTimeOptions, record_time
     from kafkasync_source.planning.planner import TopicPartition
 
     rates = {}

@@ -28,10 +28,10 @@ from kafkasync_source.driver.stop_offset_store import (
     read_stop_offsets,
     reset_stop_offsets,
 )
+from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER, PartitionState, PartitionStatus, TopicPartition, plan_batch
 from kafkasync_source.spark.source import register
-from kafkasync_source.spark.stream_reader import SyncDriver
 from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
-from kafkasync_source.event_time.seam import (
+from kafkasync_source.event_time import (
     KAFKA_TIMESTAMP,
     NO_TIME,
     PARTITION_TIME,

@@ -25,12 +25,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from kafkasync_source.config.options import parse_options
+from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.input_partitions import KafkaRange
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.source import register
-from kafkasync_source.spark.stream_reader import SyncDriver
 from kafkasync_source.testing import Record
 from kafkasync_source.testing.backfills import spans
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kafkasync_source.driver.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
-from kafkasync_source.event_time.seam import EventTimeOptions, RecordTime, record_time
+from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.testing import Record
 

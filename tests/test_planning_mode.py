@@ -74,7 +74,7 @@ def test_a_stale_leader_epoch_is_asked_again_with_fresh_metadata_not_fallen_back
 
 
 def test_auto_plans_from_fetched_timestamps_and_says_why_once(kafka_cluster, backlog, caplog):
-    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.driver.sync_driver")
     reader = reader_for(kafka_cluster, backlog)
     try:
         end = first_batch(reader)
@@ -98,7 +98,7 @@ def test_a_broker_without_max_timestamp_look_ups_makes_auto_fall_back_saying_so_
     """A broker before Kafka 3.0 answers ListOffsets for MAX_TIMESTAMP (KIP-734, ListOffsets v7)
     with UNSUPPORTED_VERSION; the embedded cluster's error injection answers so: the first
     ListOffsets request of the trigger (latest) succeeds, the second (max timestamp) fails."""
-    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.driver.sync_driver")
     reader = reader_for(kafka_cluster, backlog)
     try:
         reader.initialOffset()
@@ -125,7 +125,7 @@ def test_time_index_only_refuses_a_cluster_without_time_look_ups(kafka_cluster, 
 
 
 def test_fetch_mode_never_asks_the_index(kafka_cluster, backlog, caplog):
-    caplog.set_level(logging.INFO, logger="kafkasync_source.spark.stream_reader")
+    caplog.set_level(logging.INFO, logger="kafkasync_source.driver.sync_driver")
     reader = reader_for(kafka_cluster, backlog, planningMode="FETCH")
     try:
         first_batch(reader)

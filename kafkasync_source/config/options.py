@@ -24,7 +24,7 @@ from kafkasync_source.config.java_client_settings import (
     jaas_credentials,
 )
 from kafkasync_source.config.option_docs import OPTION_DOCS, documented_source_options
-from kafkasync_source.event_time.seam import (
+from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
     EXTRACTOR,
     FORMATS,

@@ -105,7 +105,7 @@ def _describe(tp: TopicPartition) -> str:
 
 
 class BatchPlanner(Protocol):
-    """What a bounded run needs of the stream's driver (``stream.SyncDriver``): plan the next
+    """What a bounded run needs of the stream's driver (``sync_driver.SyncDriver``): plan the next
     batch under stop offsets, and show the last planning decision."""
 
     last_cut: Optional[Cut]

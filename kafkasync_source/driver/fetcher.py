@@ -46,7 +46,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import consumer_group_id
-from kafkasync_source.event_time.seam import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
+from kafkasync_source.event_time import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.planning.planner import NO_TIMESTAMP, PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)

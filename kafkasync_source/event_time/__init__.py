@@ -1,1 +1,47 @@
-"""A record's event time: the one seam every reader of time shares (driver and executors)."""
+"""A record's event time: the one seam every reader of time shares (driver and executors).
+
+* :mod:`~kafkasync_source.event_time.seam`: ``record -> time code``, the codes, the invalid policies;
+* :mod:`~kafkasync_source.event_time.options`: the ``eventTime.*`` options the seam is built from;
+* :mod:`~kafkasync_source.event_time.json_path`, :mod:`~kafkasync_source.event_time.formats`,
+  :mod:`~kafkasync_source.event_time.extractor`: where a time is read and how it is converted.
+"""
+
+from kafkasync_source.event_time.formats import MAX_TIME_MS
+from kafkasync_source.event_time.json_path import parse_json_path
+from kafkasync_source.event_time.options import (
+    EVENT_TIME_OPTIONS,
+    FORMATS,
+    INVALID_POLICIES,
+    USE_PARTITION_TIME,
+    EventTimeOptions,
+    KafkaSyncEventTimeError,
+)
+from kafkasync_source.event_time.seam import (
+    KAFKA_TIMESTAMP,
+    KAFKA_TIMESTAMP_SOURCE,
+    NO_TIME,
+    PARTITION_TIME,
+    SKIPPED,
+    RecordTime,
+    record_time,
+    time_source,
+)
+
+__all__ = [
+    "EVENT_TIME_OPTIONS",
+    "FORMATS",
+    "INVALID_POLICIES",
+    "KAFKA_TIMESTAMP",
+    "KAFKA_TIMESTAMP_SOURCE",
+    "MAX_TIME_MS",
+    "NO_TIME",
+    "PARTITION_TIME",
+    "SKIPPED",
+    "USE_PARTITION_TIME",
+    "EventTimeOptions",
+    "KafkaSyncEventTimeError",
+    "RecordTime",
+    "parse_json_path",
+    "record_time",
+    "time_source",
+]

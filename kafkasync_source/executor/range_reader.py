@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import SourceOptions, consumer_group_id
 from kafkasync_source.driver.offset_reader import partitions_gone
-from kafkasync_source.event_time.seam import (
+from kafkasync_source.event_time import (
     NO_TIME,
     PARTITION_TIME,
     EventTimeOptions,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from kafkasync_source.event_time.seam import KAFKA_TIMESTAMP_SOURCE
+from kafkasync_source.event_time import KAFKA_TIMESTAMP_SOURCE
 from kafkasync_source.planning.planner import NO_TIMESTAMP, TopicPartition
 
 OFFSET_FORMAT_VERSION = 1

@@ -1,0 +1,59 @@
+"""The ``eventTime.*`` options as the seam takes them: where the time is, its format, and what an
+invalid time does (parsed and validated with the other options in config/options.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+JSON_PATH, HEADER, EXTRACTOR = "jsonPath", "header", "extractor"
+EVENT_TIME_OPTIONS = {source: f"eventTime.{source}" for source in (JSON_PATH, HEADER, EXTRACTOR)}
+"""Where the time is, by option name: a JSONPath into the value, a header, a function."""
+
+EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601 = "epochMillis", "epochSeconds", "epochMicros", "iso8601"
+FORMATS = (EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601)
+FAIL, SKIP, USE_PARTITION_TIME, RECORD_TIMESTAMP = "fail", "skip", "partitionTime", "recordTimestamp"
+INVALID_POLICIES = (FAIL, SKIP, USE_PARTITION_TIME, RECORD_TIMESTAMP)
+
+class KafkaSyncEventTimeError(ValueError):
+    """A record's event time cannot be had and ``eventTime.onInvalid=fail``, or the
+    ``eventTime.extractor`` function raised. The message names topic, partition and offset."""
+
+
+
+@dataclass(frozen=True)
+class EventTimeOptions:
+    """The validated ``eventTime.*`` options (``options.py`` parses them)."""
+
+    source: str
+    """:data:`JSON_PATH`, :data:`HEADER` or :data:`EXTRACTOR`."""
+    expression: str
+    """The JSONPath, the header's name, or ``package.module:function``."""
+    format: str = EPOCH_MILLIS
+    on_invalid: str = FAIL
+
+    @property
+    def option(self) -> str:
+        return EVENT_TIME_OPTIONS[self.source]
+
+    def describe(self) -> str:
+        """``eventTime.jsonPath='$.ts'``: for logs, errors and the live report."""
+        return f"{self.option}={self.expression!r}"
+
+    @property
+    def time_source(self) -> str:
+        """What the query synchronizes on, as its offsets record it: the option and the
+        format, which together decide every time (``onInvalid`` decides only invalid ones)."""
+        return f"{self.describe()} as {self.format}"
+
+    def check(self) -> None:
+        """Compile the path or import the function now, so that a bad one fails at ``load()``
+        (raises ValueError naming the option)."""
+        from kafkasync_source.event_time import record_time  # the seam builds on these options
+
+        record_time(self)
+
+
+
+def record_name(record: Any) -> str:
+    return f"{record.topic()}-{record.partition()} offset {record.offset()}"
