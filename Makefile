@@ -56,10 +56,12 @@ $(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
 	$(PIP_INSTALL) $(EDITABLE) '.[test,docs]'
 	@touch $@
 
-# ruff and mypy on the package, configured in pyproject.toml (CI runs it).
+# ruff and mypy on the package, configured in pyproject.toml, and the layout's import rules
+# (tests/test_layout.py, docs/architecture.md). CI runs it.
 lint: $(LINT_STAMP)
 	$(VENV)/bin/ruff check kafkasync_source
 	$(VENV)/bin/mypy
+	$(PY) -m pytest tests/test_layout.py -q -p no:cacheprovider
 
 # The sdist and wheel build and pass twine check; the wheel, installed into a clean virtualenv,
 # reads the embedded cluster through format("kafkasync") from outside the checkout (CI runs it).

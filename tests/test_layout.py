@@ -1,0 +1,69 @@
+"""The package tree says where code runs, and these rules keep it so (make lint runs this file;
+docs/architecture.md draws the tree).
+
+* ``planning/`` is pure: the standard library, numpy and the event-time codes, nothing of Kafka
+  or Spark, no client of the driver's — so every decision is tested without a broker, as Kafka
+  Streams keeps ``PartitionGroup`` apart from the clients that feed it.
+* ``event_time/`` is the one seam the driver and the executors share: it imports neither Kafka
+  nor Spark nor any other part of kafkasync, so both sides run the same code on the same bytes.
+* What a query runs never imports the test support or the demo (``testing/``, ``demo.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kafkasync_source"
+RUNTIME_PACKAGES = ("config", "driver", "enrich", "event_time", "executor", "metrics", "planning", "spark")
+
+
+def imports_of(package: str) -> dict[str, set[str]]:
+    """``{module file: the modules it imports}`` for every module of ``kafkasync_source.<package>``
+    (imports inside functions too: they run where the module runs)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        modules: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module)
+        found[str(path.relative_to(PACKAGE.parent))] = modules
+    return found
+
+
+def outside(modules: set[str], allowed: tuple[str, ...]) -> list[str]:
+    """The modules that are not the standard library and not under one of ``allowed``."""
+    return sorted(module for module in modules
+                  if module.split(".")[0] not in sys.stdlib_module_names
+                  and not any(module == prefix or module.startswith(prefix + ".") for prefix in allowed))
+
+
+@pytest.mark.parametrize("module, modules", imports_of("planning").items())
+def test_planning_is_pure(module, modules):
+    assert outside(modules, ("numpy", "kafkasync_source.planning", "kafkasync_source.event_time")) == [], module
+
+
+@pytest.mark.parametrize("module, modules", imports_of("event_time").items())
+def test_the_event_time_seam_imports_nothing_of_kafka_spark_or_the_rest(module, modules):
+    assert outside(modules, ("msgspec", "kafkasync_source.event_time")) == [], module
+
+
+@pytest.mark.parametrize("package", RUNTIME_PACKAGES)
+def test_what_a_query_runs_never_imports_the_test_support(package):
+    offending = {module: sorted(m for m in modules if m.startswith(("kafkasync_source.testing",
+                                                                     "kafkasync_source.demo")))
+                 for module, modules in imports_of(package).items()}
+    assert {module: found for module, found in offending.items() if found} == {}
+
+
+def test_the_rules_see_what_they_judge():
+    """A rule over an empty import list would pass whatever the tree: each package is found and
+    read, and the checker flags a Kafka import where one stands."""
+    assert all(imports_of(package) for package in RUNTIME_PACKAGES)
+    assert "confluent_kafka" in set().union(*imports_of("driver").values())
+    assert outside({"confluent_kafka", "numpy", "json"}, ("numpy",)) == ["confluent_kafka"]
