@@ -27,7 +27,7 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafkasync_source.source import register
+from kafkasync_source.spark.source import register
 from kafkasync_source.testing.broker import create_topic
 from test_time_index_broker import assert_never_behind_stream_time
 
