@@ -8,7 +8,6 @@ AvailableNow queries, including a failure restart.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 

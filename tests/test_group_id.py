@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from kafkasync_source.config.options import KafkaSyncOptionError, consumer_group_id, parse_options
+from kafkasync_source.config.client_config import consumer_group_id
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.source import register

@@ -19,7 +19,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index

@@ -17,9 +17,10 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pyspark import SparkFiles
 
 from kafkasync_source.config import java_keystores
+from kafkasync_source.config.client_config import redact, scrub
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.java_client_settings import JavaClientSettingError, with_shipped_stores_read
-from kafkasync_source.config.options import KafkaSyncOptionError, parse_options, redact, scrub
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.testing.certificates import make_certificates, make_java_stores
 
 BASE = {"kafka.bootstrap.servers": "localhost:9093", "subscribe": "orders", "kafka.security.protocol": "SSL"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from kafkasync_source.config import options
+from kafkasync_source.config import client_config, options
 from kafkasync_source.config.option_docs import documented_source_options, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,8 +20,8 @@ def test_the_committed_reference_is_what_the_code_generates():
 
 
 def test_every_option_the_code_reads_is_documented_and_every_documented_one_accepted():
-    with open(options.__file__) as source:
-        code = source.read()
+    # The options are read in options.py, and the group id's in client_config.py.
+    code = "".join(open(module.__file__).read() for module in (options, client_config))
     # Each option is read from the lower-cased map as lowered.get("x"), "x" in lowered, or a
     # helper(lowered, "x" or "xDisplayName", ...) that lower-cases it.
     read = {name.lower() for name in re.findall(r'lowered(?:\.get\(|,)\s*"([A-Za-z][A-Za-z0-9.]*)"', code)}

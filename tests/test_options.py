@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from kafkasync_source.config.options import KafkaSyncOptionError, parse_options, redact
+from kafkasync_source.config.client_config import redact
+from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkasync_source.config.options import parse_options, scrub
+from kafkasync_source.config.client_config import scrub
+from kafkasync_source.config.options import parse_options
 from kafkasync_source.spark.source import register
 from kafkasync_source.testing import Record
 

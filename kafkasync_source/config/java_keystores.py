@@ -39,7 +39,7 @@ but that is PKCS12 (Java 9+'s default) is read all the same.
 
 The passwords and the private key are secrets: no message here carries them (only option
 names and paths), keytool gets its passwords through its environment, never its command line,
-and ``ssl.key.pem`` is masked wherever kafkasync shows client settings (options.redact).
+and ``ssl.key.pem`` is masked wherever kafkasync shows client settings (client_config.redact).
 """
 
 from __future__ import annotations

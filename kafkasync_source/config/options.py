@@ -5,8 +5,8 @@ switching a query to ``format("kafkasync")`` needs no other change. Everything i
 when the query starts: an unknown option or a bad value fails fast with a message naming the
 option and what is allowed, instead of surfacing later as a stuck or silently wrong query.
 
-Secrets (SASL passwords, JAAS configs, SSL keys) pass through to the Kafka client but are
-never echoed: :func:`redact` is used wherever client configuration could reach a message.
+The client settings the ``kafka.*`` options become (client_config.py), ``subscribePattern``'s
+Java regex (java_regex.py) and the option reference (option_docs.py) live beside this module.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union, overload
 
-from kafkasync_source.config.java_client_settings import (
-    JavaClientSettingError,
-    drop_or_refuse_java_settings,
-    jaas_credentials,
-)
+from kafkasync_source.config.client_config import client_config_from, query_group_id
+from kafkasync_source.config.errors import KafkaSyncOptionError
+from kafkasync_source.config.java_regex import java_regex_to_python
 from kafkasync_source.config.option_docs import OPTION_DOCS, documented_source_options
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
@@ -48,35 +46,6 @@ _SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 _KNOWN_OPTIONS = documented_source_options() | {
     "path",  # Spark may pass an empty "path" through DataFrameReader.load()
 }
-
-# Client settings kafkasync owns: letting users set them would break exactly-once reads
-# (Spark's Kafka source refuses the same ones).
-_FORBIDDEN_CLIENT_SETTINGS = {
-    "auto.offset.reset": "use the option 'startingOffsets' instead",
-    "enable.auto.commit": "offsets live in Spark's checkpoint; kafkasync never auto-commits",
-    "key.deserializer": "records are always returned as binary key/value columns",
-    "value.deserializer": "records are always returned as binary key/value columns",
-    "enable.partition.eof": "kafkasync relies on end-of-partition events to cross offset gaps",
-    "interceptor.classes": "Java consumer interceptors do not run in librdkafka (format(\"kafka\") "
-                           "refuses them too)",
-}
-
-_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")
-
-SPARK_OPTIONS_REDACTION_REGEX = (
-    r"(?i)^kafka\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
-)
-"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` options whose
-values are secrets. Spark prints a data source's options in ``explain()`` and the UI, masking
-only those whose name or value matches that regex (default ``(?i)url``) or
-``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
-``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
-
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-DEFAULT_ISOLATION_LEVEL = "read_uncommitted"
-"""As the Java consumer behind ``format("kafka")`` (``isolation.level`` default
-``read_uncommitted``, Kafka consumer configs), not librdkafka's ``read_committed`` default
-(librdkafka CONFIGURATION.md): a query moved to kafkasync sees the same records."""
 
 BYTES_PER_BUFFERED_RECORD = 16
 """The driver keeps an int64 offset and an int64 timestamp per fetched, not yet emitted record."""
@@ -106,17 +75,7 @@ AUTOSTOP_DURABLE = "durable"
 """``autostop.offsets=durable``: stop offsets survive failure restarts (KIP-95)."""
 DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
 
-DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
-"""``groupIdPrefix`` default for streaming queries: format("kafka")'s (Spark's docs), so a
-prefixed group ACL granted for format("kafka") also covers kafkasync's consumers."""
-DEFAULT_BATCH_GROUP_ID_PREFIX = "spark-kafka-relation"
-"""``groupIdPrefix`` default for batch reads: format("kafka")'s (KafkaSourceProvider
-``batchUniqueGroupId`` in Spark's source; the docs name only the streaming default)."""
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-
-
-class KafkaSyncOptionError(ValueError):
-    """A source option is missing, unknown or has a bad value. The message names the option."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +205,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     ``streaming=None`` skips the checks that depend on the read mode: ``DataSource.schema()``
     runs for batch and streaming reads alike and cannot tell which one it serves."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
-    client_config = _client_config(lowered)
+    client_config = client_config_from(lowered)
     commit_group_id = client_config.get("group.id")
-    client_config["group.id"] = _consumer_group_id(lowered, commit_group_id, streaming)
+    client_config["group.id"] = query_group_id(lowered, commit_group_id, streaming)
     unknown = sorted(
         key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
     )
@@ -410,106 +369,6 @@ def _one_of(lowered: Mapping[str, str], display: str, allowed: tuple[str, ...]) 
     )
 
 
-_CONSUMER_ONLY_SETTINGS = (
-    "fetch.", "isolation.level", "queued.", "check.crcs", "max.poll.interval.ms",
-    "session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy", "group.",
-    "auto.commit", "enable.auto", "enable.partition.eof",
-)
-
-
-def non_consumer_settings(client_config: Mapping[str, str]) -> dict[str, str]:
-    """The query's client settings minus consumer-only ones, for a producer or AdminClient
-    handle (librdkafka warns about consumer properties there)."""
-    return {k: v for k, v in client_config.items() if not k.startswith(_CONSUMER_ONLY_SETTINGS)}
-
-
-def consumer_group_id(client_config: Mapping[str, str]) -> str:
-    """The ``group.id`` of kafkasync's internal consumers (driver fetcher, offset reader,
-    executors' range readers, stop-offset store), chosen once by :func:`parse_options`.
-
-    They only ``assign()`` and never commit, but librdkafka needs a group id for
-    ``assign()`` (librdkafka issue #3261) and looks up that group's coordinator
-    (FindCoordinator) even so, failing with GROUP_AUTHORIZATION_FAILED where the principal may
-    not describe the group (confluent-kafka-python issue #250, answer by librdkafka's author:
-    "we still look up the coordinator to be able to commit offsets"). Hence the id follows
-    format("kafka")'s ``groupIdPrefix`` / ``kafka.group.id``, which users' ACLs are written
-    for. A client configuration not made by :func:`parse_options` (tests, benchmarks) gets
-    the default prefix's id."""
-    return client_config.get("group.id") or _prefixed_group_id(DEFAULT_GROUP_ID_PREFIX)
-
-
-def _consumer_group_id(
-    lowered: Mapping[str, str], fixed_group_id: Optional[str], streaming: Optional[bool]
-) -> str:
-    """As format("kafka"): ``kafka.group.id`` if set, for every consumer (``groupIdPrefix`` is
-    then ignored), else an id starting with ``groupIdPrefix``. Unlike format("kafka"), the id
-    carries no per-query UUID: the consumers never join or commit to it."""
-    prefix = lowered.get("groupidprefix")
-    if prefix is not None and not prefix.strip():
-        raise KafkaSyncOptionError(
-            "Option 'groupIdPrefix' must not be empty (default "
-            f"'{DEFAULT_GROUP_ID_PREFIX}' for streams, '{DEFAULT_BATCH_GROUP_ID_PREFIX}' for "
-            "batch reads, as format(\"kafka\"))."
-        )
-    if fixed_group_id is not None:
-        if not fixed_group_id.strip():
-            raise KafkaSyncOptionError("Option 'kafka.group.id' must not be empty.")
-        if prefix is not None:
-            logger.warning("Option 'groupIdPrefix' is ignored: 'kafka.group.id' is set, and "
-                           "every kafkasync consumer uses that group, as format(\"kafka\") does.")
-        return fixed_group_id
-    default = DEFAULT_BATCH_GROUP_ID_PREFIX if streaming is False else DEFAULT_GROUP_ID_PREFIX
-    return _prefixed_group_id((prefix or default).strip())
-
-
-def _prefixed_group_id(prefix: str) -> str:
-    return f"{prefix}-kafkasync"
-
-
-def redact(config: Mapping[str, str]) -> dict[str, str]:
-    """A copy of a client configuration that is safe to log: secret values are masked."""
-    return {
-        key: ("***" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value)
-        for key, value in config.items()
-    }
-
-
-def scrub(text: str, config: Mapping[str, str]) -> str:
-    """``text`` with every secret value of ``config`` masked: for messages built from
-    client errors, which kafkasync does not control."""
-    for key, value in config.items():
-        if value and len(value) >= 4 and redact({key: value})[key] != value:
-            text = text.replace(value, "***")
-    return text
-
-
-def _client_config(lowered: Mapping[str, str]) -> dict[str, str]:
-    config = {key[len("kafka."):]: value for key, value in lowered.items() if key.startswith("kafka.")}
-    if not config.get("bootstrap.servers", "").strip():
-        raise KafkaSyncOptionError(
-            "Option 'kafka.bootstrap.servers' is required (host:port[,host:port...])."
-        )
-    for name, why in _FORBIDDEN_CLIENT_SETTINGS.items():
-        if name in config:
-            raise KafkaSyncOptionError(f"Option 'kafka.{name}' is not supported: {why}.")
-    jaas = config.pop("sasl.jaas.config", None)
-    try:
-        drop_or_refuse_java_settings(config)
-        # Translate PLAIN/SCRAM JAAS lines so Spark users' configs carry over.
-        credentials = jaas_credentials(jaas) if jaas is not None else {}
-    except JavaClientSettingError as err:
-        raise KafkaSyncOptionError(str(err)) from None
-    for key, value in credentials.items():
-        config.setdefault(key, value)
-    isolation = config.setdefault("isolation.level", DEFAULT_ISOLATION_LEVEL).strip().lower()
-    if isolation not in ISOLATION_LEVELS:
-        raise KafkaSyncOptionError(
-            f"Option 'kafka.isolation.level' must be 'read_uncommitted' (default, as "
-            f"format(\"kafka\")) or 'read_committed'; got {config['isolation.level']!r}."
-        )
-    config["isolation.level"] = isolation
-    return config
-
 
 def _subscription(lowered: Mapping[str, str]) -> Subscription:
     given = [key for key in _SUBSCRIPTIONS if key in lowered]
@@ -605,34 +464,6 @@ def _partition_key(key: str, display: str, topic: str) -> int:
         )
     return int(key)
 
-
-# Java's ``(?<name>...)`` and ``\k<name>``; not the look-behinds ``(?<=`` and ``(?<!``.
-_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?=[A-Za-z])")
-_JAVA_NAMED_BACKREF = re.compile(r"\\k<([A-Za-z][A-Za-z0-9]*)>")
-_JAVA_QUOTE = re.compile(r"\\Q(.*?)(?:\\E|$)", re.S)
-
-
-def java_regex_to_python(pattern: str) -> str:
-    """Translate ``subscribePattern`` (a ``java.util.regex`` pattern in Spark) to Python ``re``.
-
-    Translated: named groups ``(?<name>...)``, named back-references ``\\k<name>`` and
-    ``\\Q...\\E`` quoting. Possessive quantifiers and atomic groups need Python >= 3.11.
-    Java-only constructs such as ``\\p{Alpha}`` classes, ``[a-z&&[^e]]`` intersections and
-    ``\\G`` are not translated: Python rejects most of them, and the error names the option."""
-    python = _JAVA_QUOTE.sub(lambda m: re.escape(m.group(1)), pattern)
-    python = _JAVA_NAMED_GROUP.sub("(?P<", python)
-    python = _JAVA_NAMED_BACKREF.sub(r"(?P=\1)", python)
-    try:
-        if "&&" in python:  # Python reads [a-z&&[^e]] as a set of characters, silently
-            raise re.error("Java character class intersection (&&)")
-        re.compile(python)
-    except re.error as err:
-        raise KafkaSyncOptionError(
-            f"Option 'subscribePattern' {pattern!r} is not a regex kafkasync can use: {err}. "
-            "Java's named groups, \\k<name> and \\Q...\\E are translated; Java-only "
-            "constructs such as \\p{...} classes and [..&&..] intersections are not supported."
-        ) from None
-    return python
 
 
 def _autostop(lowered: Mapping[str, str], streaming: Optional[bool]) -> tuple[str, Optional[str], str]:

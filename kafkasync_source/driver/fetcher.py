@@ -44,8 +44,8 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.client_log import with_python_logging
-from kafkasync_source.config.options import consumer_group_id
 from kafkasync_source.event_time import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.planning.planner import NO_TIMESTAMP, PartitionState, TopicPartition
 

@@ -17,17 +17,9 @@ from typing import Any, Iterable, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.config.client_config import consumer_group_id, scrub
 from kafkasync_source.config.client_log import with_python_logging
-from kafkasync_source.config.options import (
-    EARLIEST,
-    LATEST,
-    OffsetSpec,
-    SourceOptions,
-    Subscription,
-    TimestampSpec,
-    consumer_group_id,
-    scrub,
-)
+from kafkasync_source.config.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, TimestampSpec
 from kafkasync_source.planning.planner import TopicPartition
 
 logger = logging.getLogger(__name__)

@@ -47,14 +47,9 @@ from typing import Mapping, Optional, Union
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_source.config.client_config import consumer_group_id, non_consumer_settings
 from kafkasync_source.config.client_log import with_python_logging
-from kafkasync_source.config.options import (
-    AUTOSTOP_DURABLE,
-    TimestampSpec,
-    consumer_group_id,
-    non_consumer_settings,
-    parse_options,
-)
+from kafkasync_source.config.options import AUTOSTOP_DURABLE, TimestampSpec, parse_options
 from kafkasync_source.planning.planner import TopicPartition
 
 __all__ = [

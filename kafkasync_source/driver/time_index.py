@@ -35,8 +35,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import _AdminClientImpl
 
+from kafkasync_source.config.client_config import consumer_group_id, non_consumer_settings
 from kafkasync_source.config.client_log import with_python_logging
-from kafkasync_source.config.options import consumer_group_id, non_consumer_settings
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError
 from kafkasync_source.event_time import KAFKA_TIMESTAMP
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition

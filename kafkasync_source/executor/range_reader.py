@@ -24,8 +24,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
+from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.client_log import with_python_logging
-from kafkasync_source.config.options import SourceOptions, consumer_group_id
+from kafkasync_source.config.options import SourceOptions
 from kafkasync_source.driver.offset_reader import partitions_gone
 from kafkasync_source.event_time import (
     NO_TIME,

@@ -9,7 +9,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.config.options import SPARK_OPTIONS_REDACTION_REGEX, SourceOptions, parse_options
+from kafkasync_source.config.client_config import SPARK_OPTIONS_REDACTION_REGEX
+from kafkasync_source.config.options import SourceOptions, parse_options
 from kafkasync_source.driver.offset_reader import OffsetReader
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.executor_import import RebuiltAfterImport

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
@@ -31,6 +32,39 @@ _COMPLETE = ".complete"
 """Written last into a cache directory: a resolution cut off half way is not taken as done."""
 
 
+@dataclass(frozen=True)
+class BrokerJvm:
+    """How a broker's JVM is sized. ``heap``: ``-Xmx``/``-Xms`` (``KAFKA_HEAP_OPTS`` for a
+    ``KAFKA_HOME``); ``performance``: collector and JIT (``KAFKA_JVM_PERFORMANCE_OPTS``), None for
+    the distribution's own (``-XX:+UseG1GC`` here, ``kafka-run-class.sh``'s G1 settings there)."""
+
+    heap: str
+    performance: Optional[str] = None
+
+
+BROKER_JVM = BrokerJvm("-Xmx768m -Xms256m")
+"""A broker alone on the machine (the integration suite's session broker, the benchmarks): room
+for any test's topics, G1 and the full JIT as in production."""
+
+SMALL_BROKER_JVM = BrokerJvm(
+    # A test cluster's node holds a few partitions of small records and no log-cleaner dedupe
+    # buffer (LocalKafkaCluster shrinks it from 128 MiB): it runs in well under 200 MiB, so three
+    # of them take 1.1 GiB at most instead of 2.3 GiB, beside Spark's driver, on a CI machine of 7.
+    "-Xmx384m -Xms128m",
+    # Serial GC: one collector thread, no concurrent marking or refinement threads — G1 gives each
+    # JVM two parallel and one concurrent GC thread on a 2-core machine, and three nodes' worth of
+    # those compete with Spark for the same two cores. A young collection of a heap this small
+    # takes milliseconds, far below any Kafka timeout.
+    # TieredStopAtLevel=1: the C1 compiler only. C2 compiles a starting JVM's hot paths again,
+    # optimized, on compiler threads that take whole cores for a while — after every restart a
+    # test makes, too; test traffic (a few hundred records a second) needs no C2 code.
+    "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true",
+)
+"""A node of a three-node cluster on a 2-core machine (:class:`~kafkasync_source.testing.
+local_broker.LocalKafkaCluster`): three of these beside Spark and a producer must leave Spark
+the CPU it needs (a Python worker that cannot start within Spark's 10 s fails the query)."""
+
+
 class KafkaDistribution(Protocol):
     """How to run a Kafka release's storage tool and broker on this machine."""
 
@@ -39,8 +73,10 @@ class KafkaDistribution(Protocol):
     def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
         """The command line of ``kafka-storage.sh`` with ``arguments``."""
 
-    def server_command(self, properties: str, work_dir: str) -> list[str]:
-        """The command line that runs a broker from ``properties`` in the foreground."""
+    def server_command(self, properties: str, work_dir: str, jvm: BrokerJvm = BROKER_JVM) -> list[str]:
+        """The command line that runs a broker from ``properties`` in the foreground, its JVM
+        sized by ``jvm`` (a script-based distribution reads it from the environment instead:
+        :meth:`LocalKafkaBroker._env <kafkasync_source.testing.local_broker.LocalKafkaBroker>`)."""
 
 
 class KafkaHome:
@@ -58,7 +94,9 @@ class KafkaHome:
     def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
         return [os.path.join(self.home, "bin/kafka-storage.sh"), *arguments]
 
-    def server_command(self, properties: str, work_dir: str) -> list[str]:
+    def server_command(self, properties: str, work_dir: str, jvm: BrokerJvm = BROKER_JVM) -> list[str]:
+        """``jvm`` reaches the script through ``KAFKA_HEAP_OPTS`` and ``KAFKA_JVM_PERFORMANCE_OPTS``
+        in the environment the caller starts it with."""
         return [os.path.join(self.home, "bin/kafka-server-start.sh"), properties]
 
 
@@ -73,11 +111,14 @@ class KafkaJars:
     def storage_command(self, arguments: Sequence[str], work_dir: str) -> list[str]:
         return self._java_command("kafka.tools.StorageTool", arguments, work_dir, heap="-Xmx256m")
 
-    def server_command(self, properties: str, work_dir: str) -> list[str]:
-        return self._java_command("kafka.Kafka", [properties], work_dir, heap="-Xmx768m -Xms256m")
+    def server_command(self, properties: str, work_dir: str, jvm: BrokerJvm = BROKER_JVM) -> list[str]:
+        return self._java_command("kafka.Kafka", [properties], work_dir, heap=jvm.heap,
+                                  performance=jvm.performance)
 
-    def _java_command(self, main: str, arguments: Sequence[str], work_dir: str, heap: str) -> list[str]:
-        return [self._java, *heap.split(), "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    def _java_command(self, main: str, arguments: Sequence[str], work_dir: str, heap: str,
+                      performance: Optional[str] = None) -> list[str]:
+        performance = performance or "-XX:+UseG1GC -Djava.awt.headless=true"
+        return [self._java, *heap.split(), *performance.split(),
                 *self._logging(work_dir), "-cp", os.path.join(self.libs, "*"), main, *arguments]
 
     def _logging(self, work_dir: str) -> list[str]:

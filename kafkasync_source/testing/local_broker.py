@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional
 
-from kafkasync_source.testing.kafka_dist import KafkaDistribution
+from kafkasync_source.testing.kafka_dist import BROKER_JVM, SMALL_BROKER_JVM, BrokerJvm, KafkaDistribution
 
 
 def _free_port() -> int:
@@ -62,9 +62,13 @@ class LocalKafkaBroker:
 
     def __init__(self, distribution: KafkaDistribution, *, sasl: Optional[SaslUsers] = None,
                  tls_keystore: Optional[str] = None, tls_client_ca: Optional[str] = None,
-                 quorum: Optional["Quorum"] = None, node_id: int = 1) -> None:
+                 quorum: Optional["Quorum"] = None, node_id: int = 1, jvm: BrokerJvm = BROKER_JVM,
+                 properties: Optional[Mapping[str, str]] = None) -> None:
         """``quorum``: the KRaft quorum this node is one of (:class:`LocalKafkaCluster`); a
-        quorum of its own by default. ``tls_keystore`` (a PEM keystore, see
+        quorum of its own by default. ``jvm``: the broker JVM's heap, collector and JIT;
+        ``properties``: broker settings that replace or add to the defaults of
+        ``_write_properties`` (:class:`LocalKafkaCluster` sizes its nodes with both).
+        ``tls_keystore`` (a PEM keystore, see
         :mod:`~kafkasync_source.testing.certificates`; with ``sasl``): a SASL_SSL listener too,
         ``sasl_ssl_bootstrap_servers``; with ``tls_client_ca`` (a PEM CA certificate) it requires
         each client's certificate, signed by that CA (mutual TLS)."""
@@ -77,6 +81,8 @@ class LocalKafkaBroker:
         self._sasl_ssl_port = _free_port() if tls_keystore else None
         self.sasl_ssl_bootstrap_servers = f"127.0.0.1:{self._sasl_ssl_port}" if tls_keystore else None
         self.node_id = node_id
+        self._jvm = jvm
+        self._overrides = dict(properties or {})
         self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
         self._port = _free_port()
         self._quorum = quorum or Quorum(_cluster_id(), {node_id: _free_port()}, replication=1)
@@ -104,8 +110,8 @@ class LocalKafkaBroker:
             return
         log = open(os.path.join(self._dir, "server.out"), "ab")
         self._process = subprocess.Popen(
-            self.distribution.server_command(self._properties, self._dir),
-            stdout=log, stderr=subprocess.STDOUT, env=self._env("-Xmx768m -Xms256m"),
+            self.distribution.server_command(self._properties, self._dir, self._jvm),
+            stdout=log, stderr=subprocess.STDOUT, env=self._env(self._jvm.heap, self._jvm.performance),
             start_new_session=True,
         )
         log.close()
@@ -212,6 +218,11 @@ class LocalKafkaBroker:
             "log.segment.delete.delay.ms=0",
             *extra,
         ]
+        if self._overrides:  # each key once: replaced where it is, added at the end otherwise
+            keys = [line.split("=", 1)[0] for line in lines]
+            lines = [f"{key}={self._overrides[key]}" if key in self._overrides else line
+                     for key, line in zip(keys, lines)]
+            lines += [f"{key}={value}" for key, value in self._overrides.items() if key not in keys]
         with open(self._properties, "w") as handle:
             handle.write("\n".join(lines) + "\n")
 
@@ -225,10 +236,14 @@ class LocalKafkaBroker:
             raise RuntimeError(f"kafka-storage format failed ({result.returncode}): "
                                f"{(result.stderr or result.stdout)[-2000:]}")
 
-    def _env(self, heap: str) -> dict[str, str]:
-        """The scripts of a ``KAFKA_HOME`` read their heap and log directory from here."""
+    def _env(self, heap: str, performance: Optional[str] = None) -> dict[str, str]:
+        """The scripts of a ``KAFKA_HOME`` read their heap, collector and JIT options
+        (``performance``; their own G1 settings when None) and log directory from here."""
         env = {**os.environ, "KAFKA_HEAP_OPTS": heap, "LOG_DIR": os.path.join(self._dir, "server-logs")}
         env.pop("KAFKA_OPTS", None)
+        env.pop("KAFKA_JVM_PERFORMANCE_OPTS", None)
+        if performance:
+            env["KAFKA_JVM_PERFORMANCE_OPTS"] = performance
         return env
 
     def wait_until_answering(self, timeout: float = 90.0) -> None:
@@ -272,11 +287,47 @@ def _cluster_id() -> str:
 class LocalKafkaCluster:
     """``nodes`` KRaft nodes, each broker and controller in one process, on loopback: a quorum
     that survives one node down; topics replicated ``nodes`` times with ``min.insync.replicas``
-    2 unless created otherwise. Nodes are numbered from 1 (``node(i)``)."""
+    2 unless created otherwise. Nodes are numbered from 1 (``node(i)``).
+
+    Each node is sized for a 2-core CI machine that runs the three of them beside Spark and a
+    producer (``SMALL_BROKER_JVM``, ``NODE_PROPERTIES``): with production-sized nodes a CI run
+    of the three-broker tests there, at a load average of 20, failed two of them — a Python
+    worker Spark started did not connect back within Spark's fixed 10 s."""
+
+    NODE_PROPERTIES = {
+        # Threads. The defaults size a broker for a production machine's cores and clients:
+        # 3 network threads a listener, 8 request handlers, 10 background threads, 4 group
+        # coordinator threads. A test node serves one producer, a few consumers and its two
+        # peers' replica fetches, a few hundred records a second. What fewer threads save is
+        # memory and scheduler churn (idle threads cost little CPU; the CPU is saved by
+        # SMALL_BROKER_JVM): fewer threads woken at once, three nodes over, on two cores.
+        "num.network.threads": "1",  # one selector thread handles a test's few connections
+        "num.io.threads": "2",  # two, so that one slow request does not hold up the others
+        "background.threads": "2",  # retention, segment deletion, producer-id expiry: rare here
+        "group.coordinator.threads": "1",  # readers assign their partitions; few groups, little state
+        "num.recovery.threads.per.data.dir": "1",  # a restart recovers a handful of small logs
+        # One fetcher thread a source broker (the default, stated so it is not raised): the
+        # tests' replication is a few hundred small records a second.
+        "num.replica.fetchers": "1",
+        # The log cleaner allocates its dedupe buffer on the heap when it starts: 128 MiB by
+        # default, a third of SMALL_BROKER_JVM's heap. The tests compact nothing but the offsets
+        # topic; 16 MiB is room for hundreds of thousands of keys. (Not log.cleaner.enable=false:
+        # deprecated in Kafka 4, which asks nobody set it to false before its removal in 5.0.)
+        "log.cleaner.dedupe.buffer.size": str(16 * 2**20),
+        # The default (5 minutes), not LocalKafkaBroker's 1 s, which is for the retention tests
+        # on a broker of their own: no test here deletes by retention, and each check walks all
+        # of a node's partitions.
+        "log.retention.check.interval.ms": "300000",
+    }
+    """What each node replaces in :class:`LocalKafkaBroker`'s settings. Not changed: the KRaft
+    and replication timeouts (a node killed by a test must still be fenced and lose its
+    leaderships within ``broker.session.timeout.ms``, 9 s)."""
 
     def __init__(self, distribution: KafkaDistribution, nodes: int = 3) -> None:
         quorum = Quorum(_cluster_id(), {node: _free_port() for node in range(1, nodes + 1)}, replication=nodes)
-        self.nodes = [LocalKafkaBroker(distribution, quorum=quorum, node_id=node) for node in quorum.voters]
+        self.nodes = [LocalKafkaBroker(distribution, quorum=quorum, node_id=node, jvm=SMALL_BROKER_JVM,
+                                       properties=self.NODE_PROPERTIES)
+                      for node in quorum.voters]
         self.bootstrap_servers = ",".join(node.bootstrap_servers for node in self.nodes)
 
     def node(self, node_id: int) -> LocalKafkaBroker:
@@ -290,6 +341,11 @@ class LocalKafkaCluster:
         return self
 
     def close(self) -> None:
+        """End every node at once and remove their data. Not a clean shutdown one node after
+        another: the last node's controlled shutdown waits for a controller quorum that is gone,
+        60 s until ``stop`` kills it, and data about to be deleted needs no clean shutdown."""
+        for node in self.nodes:
+            node.kill()
         for node in self.nodes:
             node.close()
 
