@@ -132,7 +132,7 @@ class SourceOptions:
     """``planningMode``: where the driver learns timestamps (see PLANNING_MODES)."""
     event_time: Optional[EventTimeOptions] = None
     """``eventTime.*``: the record's time is read from its value, a header or a function, not
-    its Kafka timestamp (event_time.py); None: the Kafka timestamp."""
+    its Kafka timestamp (event_time/seam.py); None: the Kafka timestamp."""
 
     @property
     def tracks_partition_time(self) -> bool:

@@ -5,7 +5,7 @@ partition's upcoming timestamps and whether a partition is empty because the bro
 more data (idle) or only because nothing has been fetched yet. This fetcher owns one
 confluent-kafka consumer, assigned (no consumer group), and a background thread that keeps
 the buffers filled while Spark executes the previous batch. Each record's time is taken by the
-``eventTime.*`` seam (event_time.py: its Kafka timestamp, or a time read from its value or
+``eventTime.*`` seam (event_time/seam.py: its Kafka timestamp, or a time read from its value or
 headers) and its payload dropped at once — executors re-read the records by offset range — so
 the driver holds 16 bytes per record.
 
@@ -177,7 +177,7 @@ class DriverFetcher:
         record_time: RecordTime = KAFKA_TIMESTAMP,
     ) -> None:
         self._buffer_capacity = buffer_capacity  # records per partition, given the partition count
-        self._record_time = record_time  # each record's time for the planner (event_time.py)
+        self._record_time = record_time  # each record's time for the planner (event_time/seam.py)
         # librdkafka's own default when unset (kafkasync's options always set it).
         self._read_committed = client_config.get("isolation.level", "read_committed") == "read_committed"
         self._consumer = Consumer(with_python_logging(

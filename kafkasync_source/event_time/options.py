@@ -23,7 +23,7 @@ class KafkaSyncEventTimeError(ValueError):
 
 @dataclass(frozen=True)
 class EventTimeOptions:
-    """The validated ``eventTime.*`` options (``options.py`` parses them)."""
+    """The validated ``eventTime.*`` options (config/options.py parses them)."""
 
     source: str
     """:data:`JSON_PATH`, :data:`HEADER` or :data:`EXTRACTOR`."""

@@ -77,7 +77,7 @@ from kafkasync_source.event_time.options import (
 )
 
 NO_TIME = -1
-"""The record has no time: it takes no part in synchronization (Kafka's "no timestamp")."""
+"""The record has no Kafka timestamp (Kafka's "no timestamp"): it takes its partition's time so far."""
 PARTITION_TIME = -2
 """The record takes its partition's time so far (``eventTime.onInvalid=partitionTime``)."""
 SKIPPED = -3

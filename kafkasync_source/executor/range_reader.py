@@ -408,7 +408,7 @@ class _Columns:
             # Spark 4.2.0's connector, integration/test_format_kafka_parity.py).
             self.headers.extend([m.headers() or None for m in records])
         if self._event_time is not None:
-            # The driver planned the batch with the same function (event_time.py); a record
+            # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
             time_of = self._event_time.time_of
             self.event_times.extend([time_of(m) for m in records])
@@ -442,7 +442,7 @@ class _Columns:
         ]
         if self._include_headers:
             arrays.append(pa.array(self.headers, schema.field("headers").type))
-        # Each record's time code (event_time.py): the Kafka timestamp unless eventTime.* is set.
+        # Each record's time code (event_time/seam.py): the Kafka timestamp unless eventTime.* is set.
         times = (
             np.where(timestamp_type >= 0, kinds_and_times[:, 1], NO_TIME) if self._event_time is None
             else np.fromiter(self.event_times, dtype=np.int64, count=count)
