@@ -15,6 +15,11 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
   0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
   Then the first two again with ``maxOffsetsPerTrigger`` an eighth of the backlog (8 batches).
+* **what latestOffset waits for under a Python extractor** (``eventTime.extractor`` doing
+  ``json.loads`` per record): the fetcher's ``snapshot()`` — the planner's input at every
+  trigger — timed every 5 ms while the fetcher buffers the topic, beside how long one consume
+  batch's extraction takes (what ``snapshot()`` waited for while extraction ran under the
+  fetcher's lock).
 
 ``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
 """
@@ -77,11 +82,9 @@ def produce_orders(bootstrap: str, topic: str, records_per_partition: int) -> in
     return payload[0]
 
 
-def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]:
-    """Records/s of the seam on one core, over ``sample`` records consumed beforehand."""
+def _consumed(bootstrap: str, topic: str, sample: int) -> list:
+    """The topic's first ``sample`` records, as a consumer hands them over."""
     from confluent_kafka import Consumer, TopicPartition
-
-    from kafkasync_source.event_time import EventTimeOptions, record_time
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkasync-bench-event-time",
                          "enable.auto.commit": False, "enable.partition.eof": False})
@@ -91,7 +94,14 @@ def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]
     while len(messages) < sample and time.monotonic() < deadline:
         messages.extend(m for m in consumer.consume(10_000, 1.0) if m.error() is None)
     consumer.close()
-    messages = messages[:sample]
+    return messages[:sample]
+
+
+def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]:
+    """Records/s of the seam on one core, over ``sample`` records consumed beforehand."""
+    from kafkasync_source.event_time import EventTimeOptions, record_time
+
+    messages = _consumed(bootstrap, topic, sample)
     rates = {}
     for label, where in SEAMS:
         time_of = record_time(where and EventTimeOptions(*where)).time_of
@@ -127,6 +137,42 @@ def driver_fetch_rate(bootstrap: str, topic: str, records: int) -> dict[str, flo
     return rates
 
 
+PYTHON_EXTRACTOR = ("extractor", "kafkasync_source.testing.extractors:json_ts")
+
+
+def latest_offset_wait(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """``snapshot()``'s time (ms: median, p99, max) while the driver's fetcher takes every
+    record's time with a Python extractor, and the extraction time of one consume batch."""
+    from kafkasync_source.driver.fetcher import _CONSUME_BATCH, DriverFetcher
+    from kafkasync_source.event_time import EventTimeOptions, record_time
+    from kafkasync_source.planning.planner import TopicPartition
+
+    seam = record_time(EventTimeOptions(*PYTHON_EXTRACTOR))
+    fetcher = DriverFetcher({"bootstrap.servers": bootstrap, "isolation.level": "read_uncommitted"},
+                            buffer_capacity=lambda partitions: records, fail_on_data_loss=True, record_time=seam)
+    waits: list[float] = []
+    try:
+        fetcher.position_at({TopicPartition(topic, p): 0 for p in range(PARTITIONS)})
+        deadline = time.monotonic() + 300
+        while sum(fetcher.buffered().values()) < records:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the driver's fetcher buffered {fetcher.buffered()} of {records}")
+            started = time.perf_counter()
+            fetcher.snapshot({})
+            waits.append((time.perf_counter() - started) * 1000)
+            time.sleep(0.005)
+    finally:
+        fetcher.close()
+    sample = _consumed(bootstrap, topic, min(_CONSUME_BATCH, records))
+    started = time.perf_counter()
+    for message in sample:
+        seam.time_of(message)
+    ordered = sorted(waits) or [0.0]
+    return {"snapshots": len(waits), "snapshot_ms_median": ordered[len(ordered) // 2],
+            "snapshot_ms_p99": ordered[int(len(ordered) * 0.99)], "snapshot_ms_max": ordered[-1],
+            "consume_batch_extraction_ms": (time.perf_counter() - started) * 1000 * _CONSUME_BATCH / len(sample)}
+
+
 def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
     topic = f"kafkasync-bench-event-time-{int(time.time())}"
     payload = produce_orders(bootstrap, topic, records_per_partition)
@@ -135,6 +181,7 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
                                "mean_value_bytes": round(payload / records - KEY_BYTES, 1)}
     results["extraction_one_core"] = extraction_rate(bootstrap, topic, min(EXTRACTION_SAMPLE, records))
     results["driver_fetch_records_per_s"] = driver_fetch_rate(bootstrap, topic, records)
+    results["latest_offset_wait_python_extractor"] = latest_offset_wait(bootstrap, topic, records)
     _read_once(spark, bootstrap, topic, "kafkasync", dict(EVENT_TIME))  # warm-up, not measured
     port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
     reads: dict[str, Any] = {}

@@ -45,3 +45,11 @@ def returns_text(key: Optional[bytes], value: Optional[bytes], headers: Optional
 def one_argument(value: Optional[bytes]) -> int:
     """Takes one argument where four are passed: refused at load()."""
     return 0
+
+
+def json_ts(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+            timestamp_ms: Optional[int]) -> Optional[int]:
+    """``$.ts`` of a JSON value with the standard library: a Python extractor as users write one
+    (benchmarks/event_time.py measures what latestOffset waits for while it runs)."""
+    ts = json.loads(value or b"{}").get("ts")
+    return ts if isinstance(ts, int) else None
