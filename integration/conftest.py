@@ -253,7 +253,8 @@ def own_broker(kafka_distribution):
 @pytest.fixture(scope="module")
 def three_brokers(kafka_distribution):
     """Three KRaft nodes of the module's own (broker and controller each), left whole by every
-    test that stops one."""
+    test that stops one. Each is sized for a 2-core machine that runs the three beside Spark
+    (:class:`~kafkasync_source.testing.local_broker.LocalKafkaCluster`)."""
     if kafka_distribution is None:
         skip_without_broker(NO_OWN_BROKER)
     from kafkasync_source.testing.local_broker import LocalKafkaCluster
@@ -314,6 +315,11 @@ def spark_kafka_connector_jars() -> str:
 def spark(tmp_path_factory):
     from kafkasync_source.testing.spark import local_spark_session
 
+    # No setting gives a starting Python worker longer: Spark 4.x waits a fixed 10 s for the
+    # driver-side worker of a Python streaming source to connect back (PythonWorkerFactory.
+    # createSimpleWorker; spark.python.authenticate.socketTimeout covers only the handshake after
+    # it, and executors' workers come from the daemon, 60 s). Tests that start a query on a busy
+    # machine leave it the CPU instead (integration/test_three_brokers.py).
     extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     jars = spark_kafka_connector_jars()
     if jars:  # format("kafka") beside kafkasync
