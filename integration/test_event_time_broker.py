@@ -7,17 +7,23 @@ event time only in the JSON value). See docs/event-time.md.
 * A stream-stream join on event time finds every match.
 * A bounded run that fails mid-backfill and restarts from its checkpoint reads every record
   once, in the batches an uninterrupted run cuts.
+* Real data in a live query: a payload time that only looks numeric neither stalls nor loses
+  it; a checkpoint planned on Kafka timestamps continues on the payload's time with its caps; a
+  partition of heartbeats idles and the timed records flow.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_source.spark.source import register
+from kafkasync_source.testing import Record
 from kafkasync_source.testing.backfills import spans
 from kafkasync_source.testing.broker import KafkaBroker
 from kafkasync_source.testing.republished import join_matches, orders_and_payments, windowed_count
@@ -105,3 +111,186 @@ def test_a_restart_mid_backfill_continues_exactly(spark, broker, tmp_path):
     last_event_time = {f"{t}-{p}": max(stamps) for (t, p), stamps in backfill.timestamps.items()}
     assert {f"{t}-{p}": e["partitionTime"] for t, ps in end["topics"].items() for p, e in ps.items()} == \
         last_event_time, "the checkpoint's partition times are the payload's"
+
+
+# --- Real data: values that are not times, checkpoints from before, heartbeats -----------------
+# (tests/test_event_time_stream.py does the same on the embedded cluster.) Kafka >= 4.0 refuses
+# records stamped over an hour ahead: Kafka timestamps are the recent past (a copy job's write
+# time), payload times a day earlier.
+
+MINUTE, HOUR = 60_000, 3_600_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def payload(event_time, **extra) -> bytes:
+    return json.dumps({"ts": event_time, **extra}).encode()
+
+
+def as_json(offset):
+    """A source offset in a progress report: JSON text or already parsed, by PySpark version."""
+    return json.loads(offset) if isinstance(offset, str) else offset
+
+
+def reader(spark, bootstrap: str, topic: str, **options):
+    stream = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        stream = stream.option(key, str(value))
+    return stream.load()
+
+
+def live_rows(spark, bootstrap: str, topic: str, checkpoint, done, timeout_s: float = 90, **options):
+    """A live query (processingTime trigger) until ``done(rows)``, it fails, or ``timeout_s``
+    passes: (rows as (partition, offset, event ms), the query, still running unless it failed)."""
+    rows: list = []
+    query = (reader(spark, bootstrap, topic, **options)
+             .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").writeStream
+             .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+             .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and not done(rows) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return rows, query
+
+
+def progress_with_rows(query, expected_rows: int, timeout_s: float = 30) -> list[dict]:
+    """The progress reports of the batches that read rows, once they account for
+    ``expected_rows`` (a live batch reports after its sink has the rows)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        progress = [json.loads(p.json) for p in query.recentProgress if p.numInputRows]
+        if sum(p["numInputRows"] for p in progress) >= expected_rows or time.monotonic() > deadline:
+            return progress
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("on_invalid", ["skip", "fail"])
+def test_a_value_that_only_looks_numeric_neither_stalls_nor_loses_a_live_query(
+    spark, broker, topic_factory, tmp_path, on_invalid
+):
+    """"²" passes str.isdigit() and int() refuses it; "1e999999999" is a Decimal beyond any
+    context. Both once ended the driver's fetch thread: a live query then waited forever, with
+    no error."""
+    topic = topic_factory(2)
+    written, t = now_ms() - 10 * MINUTE, now_ms() - 24 * HOUR
+    values = [payload(t + i) for i in range(40)]
+    values[17], values[30] = b'{"ts": "\xc2\xb2"}', b'{"ts": "1e999999999"}'  # partition 1 offset 8, 0 offset 15
+    broker.produce(topic, [Record(i % 2, written + i, None, v) for i, v in enumerate(values)])
+    rows, query = live_rows(spark, broker.bootstrap_servers, topic, tmp_path / "cp",
+                            lambda rows: len(rows) >= len(values),
+                            **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": on_invalid})
+    try:
+        if on_invalid == "skip":
+            assert query.exception() is None
+            assert len(rows) == len(values), "every record read, the bad ones too"
+            assert sorted((row.partition, row.offset) for row in rows) == sorted(
+                (i % 2, i // 2) for i in range(40)), "each once"
+            assert sorted(row.event for row in rows if row.event is not None) == sorted(
+                t + i for i in range(40) if i not in (17, 30))
+            assert {(row.partition, row.offset) for row in rows if row.event is None} == {(1, 8), (0, 15)}
+            return
+        with pytest.raises(StreamingQueryException, match=rf"no event time for {topic}-1 offset 8 "
+                                                          r"\(eventTime.jsonPath='\$.ts'\): '²' is not a number"):
+            query.awaitTermination(60)
+        assert {(row.partition, row.offset) for row in rows} >= {(1, offset) for offset in range(8)}, \
+            "every record of the partition before the bad one"
+        assert (1, 8) not in {(row.partition, row.offset) for row in rows}
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize("trigger", ["availableNow", "live"])
+def test_a_checkpoint_planned_on_kafka_timestamps_continues_on_the_payloads_time_with_its_caps(
+    spark, broker, topic_factory, tmp_path, trigger
+):
+    """A user who learns that the Kafka timestamp is the write time adds eventTime.jsonPath to
+    the running query: the restart re-bases stream and partition times on the payload's time,
+    hours behind the checkpoint's, and maxEventTimePerTrigger still cuts its backlog."""
+    topic = topic_factory(2)
+    written = now_ms() - 10 * MINUTE
+    t = now_ms() - 24 * HOUR - 6 * HOUR
+    # Six hours of payload time per partition, ending a day ago; written ten minutes ago.
+    records = [Record(i % 2, written + i, None, payload(t + (i // 2) * 10 * MINUTE)) for i in range(72)]
+    broker.produce(topic, records[:4])
+    checkpoint = tmp_path / "cp"
+    query = (reader(spark, broker.bootstrap_servers, topic).writeStream.format("noop")
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None and not query.isActive
+    assert as_json(query.lastProgress["sources"][0]["endOffset"])["streamTime"] >= written
+
+    broker.produce(topic, records[4:])
+    options = {"eventTime.jsonPath": "$.ts", "maxEventTimePerTrigger": "1h"}
+    if trigger == "availableNow":
+        rows: list = []
+        query = (reader(spark, broker.bootstrap_servers, topic, **options).select("partition", "offset")
+                 .writeStream.foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None and not query.isActive, "the bounded run did not finish"
+        progress = progress_with_rows(query, len(records) - 4)
+    else:
+        rows, query = live_rows(spark, broker.bootstrap_servers, topic, checkpoint,
+                                lambda rows: len(rows) >= len(records) - 4, **options)
+        try:
+            assert query.exception() is None
+            progress = progress_with_rows(query, len(records) - 4)
+        finally:
+            query.stop()
+    assert sorted((row.partition, row.offset) for row in rows) == sorted(
+        (i % 2, i // 2) for i in range(4, 72)), "every record once"
+    ends = [as_json(p["sources"][0]["endOffset"]) for p in progress]
+    assert sum(p["numInputRows"] for p in progress) == len(records) - 4
+    assert {end["timeSource"] for end in ends} == {"eventTime.jsonPath='$.ts' as epochMillis"}
+    stream_times = [end["streamTime"] for end in ends]
+    assert len(stream_times) >= 5 and all(b - a <= HOUR for a, b in zip(stream_times, stream_times[1:])), \
+        f"six hours of payload time, at most an hour a batch: {stream_times}"
+    assert stream_times[-1] == t + 35 * 10 * MINUTE
+
+
+def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, bootstrap_servers, broker,
+                                                                     topic_factory, tmp_path):
+    """eventTime.onInvalid=skip: a partition whose records carry no time takes no part, as in
+    Kafka Streams: it counts as empty, so it idles, and the timed partition's records flow once
+    max.task.idle.ms has passed — though heartbeats keep arriving."""
+    topic = topic_factory(2)
+    t = now_ms() - 24 * HOUR
+    broker.produce(topic, [Record(1, now_ms() - 10 * MINUTE + i, None, payload(t + i)) for i in range(6)])
+    stop_beating, beat_errors, beats = threading.Event(), [], [0]
+
+    def beat() -> None:
+        with KafkaBroker(bootstrap_servers) as heart:  # a producer of its own; delivery checked
+            while not stop_beating.wait(0.1):
+                try:
+                    heart.produce(topic, [Record(0, now_ms(), None, b'{"heartbeat": true}')])
+                    beats[0] += 1
+                except Exception as exc:
+                    beat_errors.append(exc)
+                    return
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        time.sleep(0.5)  # heartbeats there before the query starts
+        started = time.monotonic()
+        rows, query = live_rows(spark, broker.bootstrap_servers, topic, tmp_path / "cp",
+                                lambda rows: sum(row.partition == 1 for row in rows) >= 6, timeout_s=20,
+                                **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip",
+                                   "max.task.idle.ms": 1000})
+        waited = time.monotonic() - started
+        try:
+            assert query.exception() is None
+        finally:
+            query.stop()
+    finally:
+        stop_beating.set()
+        beating.join(10)
+    assert not beat_errors, f"a heartbeat was not delivered: {beat_errors[0]}"
+    print(f"\nheartbeats: {beats[0]} produced, {sum(row.partition == 0 for row in rows)} read; "
+          f"the timed records after {waited:.1f}s")
+    assert sorted(row.event for row in rows if row.partition == 1) == [t + i for i in range(6)], \
+        f"the timed records within 20 s (heartbeats read: {sum(row.partition == 0 for row in rows)})"
+    assert all(row.event is None for row in rows if row.partition == 0)
