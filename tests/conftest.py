@@ -48,6 +48,21 @@ def pytest_configure(config):
     )
 
 
+_CLUSTERS = {"kafka_cluster", "fresh_cluster"}
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that run through Spark (the shared session, directly or through another fixture)
+    are marked ``spark``, tests that talk to the embedded cluster ``kafka``: ``make test-core``
+    runs the rest on every promised Python, and one smoke through both instead."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "spark" in fixtures:
+            item.add_marker(pytest.mark.spark)
+        if fixtures & _CLUSTERS:
+            item.add_marker(pytest.mark.kafka)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
