@@ -59,7 +59,7 @@ $(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
 # ruff and mypy on the package, configured in pyproject.toml, and the layout's import rules
 # (tests/test_layout.py, docs/architecture.md). CI runs it.
 lint: $(LINT_STAMP)
-	$(VENV)/bin/ruff check kafkasync_source
+	$(VENV)/bin/ruff check kafkasync_source kafkasync_dev
 	$(VENV)/bin/mypy
 	$(PY) -m pytest tests/test_layout.py -q -p no:cacheprovider
 
@@ -96,7 +96,7 @@ test-slow: venv
 	$(PY) -m pytest tests -q -m slow $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "make test-slow: no test is marked slow."; [ $$rc -eq 5 ]; }
 
 demo: venv
-	$(PY) -m kafkasync_source.demo
+	$(PY) -m kafkasync_dev.demo
 
 # The real-broker suite. Its broker: KAFKASYNC_BOOTSTRAP, else KAFKA_HOME, else the official
 # Apache Kafka $(KAFKA_VERSION) release jars from Maven Central (resolved once into
@@ -105,7 +105,7 @@ demo: venv
 KAFKA_VERSION ?= 4.3.1
 integration: venv
 	@if [ -z "$$KAFKASYNC_BOOTSTRAP$$KAFKA_HOME" ]; then \
-	  $(PY) -m kafkasync_source.testing.kafka_dist $(KAFKA_VERSION) >/dev/null || \
+	  $(PY) -m kafkasync_dev.testing.kafka_dist $(KAFKA_VERSION) >/dev/null || \
 	  echo "make integration: no broker from Maven Central; it needs mvn and Java 17+ (see above)." >&2; fi
 	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
@@ -148,7 +148,7 @@ parity: $(PARITY_STAMP)
 # The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
 # make parity's virtualenv (Spark's connector must match the running Spark; see parity).
 demo-real: $(PARITY_STAMP)
-	$(PARITY_VENV)/bin/python -m kafkasync_source.demo --real
+	$(PARITY_VENV)/bin/python -m kafkasync_dev.demo --real
 
 # Every benchmark, then format("kafka") beside kafkasync in make parity's virtualenv (the same Spark on
 # both sides: Maven Central serves no connector for some releases), into results.json and a picture.

@@ -66,8 +66,8 @@ def _path_params(slow_every: int) -> Callable[[int], Dict[str, int]]:
 
 
 def _async_map_frame(spark, port: int, slow_every: int, rows: int, ordering: str):
+    from kafkasync_dev.testing.http_service import fetch, lookup_path
     from kafkasync_source import async_map
-    from kafkasync_source.testing.http_service import fetch, lookup_path
 
     params = _path_params(slow_every)
 
@@ -85,7 +85,7 @@ def _thread_pool_frame(spark, port: int, slow_every: int, rows: int):
     def per_task(batches):
         from concurrent.futures import ThreadPoolExecutor
 
-        from kafkasync_source.testing.http_service import fetch_blocking, lookup_path
+        from kafkasync_dev.testing.http_service import fetch_blocking, lookup_path
 
         def call(i):
             return fetch_blocking(port, lookup_path(**params(int(i))))["value"]
@@ -103,7 +103,7 @@ def _arrow_udf_frame(spark, port: int, slow_every: int, rows: int):
     params = _path_params(slow_every)
 
     def call(i):
-        from kafkasync_source.testing.http_service import fetch_blocking, lookup_path
+        from kafkasync_dev.testing.http_service import fetch_blocking, lookup_path
 
         return fetch_blocking(port, lookup_path(**params(i)))["value"]
 
@@ -153,7 +153,7 @@ def _with_conf(spark, settings: Dict[str, str], action: Callable[[], Any]) -> An
 
 def measure(spark) -> Dict[str, Any]:
     """Every scenario and approach on ``spark`` (a local[2] session); the results as a dict."""
-    from kafkasync_source.testing.http_service import LookupService
+    from kafkasync_dev.testing.http_service import LookupService
 
     results: Dict[str, Any] = {
         "workload": {"latency_ms": LATENCY_MS, "max_in_flight": MAX_IN_FLIGHT, "tasks": TASKS,
@@ -216,7 +216,7 @@ def markdown(results: Dict[str, Any]) -> str:
 
 def run() -> Dict[str, Any]:
     """Start a local[2] Spark session of its own, measure, stop it."""
-    from kafkasync_source.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session
 
     workdir = tempfile.mkdtemp(prefix="kafkasync-async-bench-")
     spark = local_spark_session("kafkasync-async-bench", os.path.join(workdir, "warehouse"),

@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from kafkasync_source.testing.spark import has_format_kafka
+from kafkasync_dev.testing.spark import has_format_kafka
 
 SHAPES = (("live", True), ("backfill", False))
 PARTITIONS, RECORDS_PER_PARTITION, VALUE_BYTES, KEY_BYTES = 8, 50_000, 1_000, 8
@@ -91,7 +91,7 @@ class BrokerBytesSampler:
 
 def skipped_because(spark: Any) -> Optional[str]:
     if not os.environ.get("KAFKASYNC_BOOTSTRAP"):
-        return "no real broker (kafkasync_source.testing.local_broker.real_broker)"
+        return "no real broker (kafkasync_dev.testing.local_broker.real_broker)"
     if subprocess.run(["ss", "-V"], capture_output=True).returncode != 0:
         return "ss (iproute2) is not installed"
     return None
@@ -114,8 +114,8 @@ def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = REC
                     value_bytes: int = VALUE_BYTES) -> int:
     """The backlog, stamped in the last hours (a Kafka 4 broker refuses future timestamps,
     time retention is off). Returns the payload bytes."""
-    from kafkasync_source.testing import Record
-    from kafkasync_source.testing.broker import KafkaBroker
+    from kafkasync_dev.testing import Record
+    from kafkasync_dev.testing.broker import KafkaBroker
 
     base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
     value = b"v" * value_bytes
@@ -139,8 +139,8 @@ def produce_transactional_backlog(bootstrap: str, topic: str, records_per_partit
 
     from confluent_kafka import Producer
 
-    from kafkasync_source.testing import Record, produce_confirmed
-    from kafkasync_source.testing.broker import KafkaBroker
+    from kafkasync_dev.testing import Record, produce_confirmed
+    from kafkasync_dev.testing.broker import KafkaBroker
 
     base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
     value = b"v" * VALUE_BYTES
@@ -242,13 +242,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     plain_records, transactional_records = (500, 500) if args.tiny else (RECORDS_PER_PARTITION, 10_000)
 
+    from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing.spark import local_spark_session
 
     conf = {}
     if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):
         conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
-    from kafkasync_source.testing.local_broker import real_broker
+    from kafkasync_dev.testing.local_broker import real_broker
 
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:

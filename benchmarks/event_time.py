@@ -31,7 +31,7 @@ import time
 from typing import Any, Iterator, Optional
 
 from benchmarks.broker_bytes import BrokerBytesSampler, _read_once
-from kafkasync_source.testing import Record
+from kafkasync_dev.testing import Record
 
 PARTITIONS, RECORDS_PER_PARTITION, KEY_BYTES = 8, 200_000, 8
 EXTRACTION_SAMPLE = 200_000
@@ -61,7 +61,7 @@ def order(partition: int, i: int, event_time: int) -> bytes:
 
 def produce_orders(bootstrap: str, topic: str, records_per_partition: int) -> int:
     """The backlog; returns its payload bytes (keys and values)."""
-    from kafkasync_source.testing.broker import KafkaBroker
+    from kafkasync_dev.testing.broker import KafkaBroker
 
     now = int(time.time() * 1000)
     event_start = now - 6 * 3_600_000
@@ -137,7 +137,7 @@ def driver_fetch_rate(bootstrap: str, topic: str, records: int) -> dict[str, flo
     return rates
 
 
-PYTHON_EXTRACTOR = ("extractor", "kafkasync_source.testing.extractors:json_ts")
+PYTHON_EXTRACTOR = ("extractor", "kafkasync_dev.testing.extractors:json_ts")
 
 
 def latest_offset_wait(bootstrap: str, topic: str, records: int) -> dict[str, float]:
@@ -218,8 +218,8 @@ def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> d
     """:func:`measure` in a Spark session of its own (``make bench`` runs it on its broker)."""
     import tempfile
 
+    from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-event-time", tempfile.mkdtemp(prefix="kafkasync-bench-"))
     register(spark)
@@ -232,7 +232,7 @@ def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> d
 def main(argv: Optional[list[str]] = None) -> None:
     import argparse
 
-    from kafkasync_source.testing.local_broker import real_broker
+    from kafkasync_dev.testing.local_broker import real_broker
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records: a smoke run")

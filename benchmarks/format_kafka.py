@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.spark_runs import batch_read_seconds
 from benchmarks.workloads import produce_uniform
-from kafkasync_source.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
+from kafkasync_dev.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 
 PARTITIONS, RECORDS_PER_PARTITION, RUNS = 8, 40_000, 3
 
@@ -55,7 +55,7 @@ def compare(spark, listener: Any) -> dict:
     reason = skipped_because(spark)
     if reason:
         return {"skipped": reason}
-    from kafkasync_source.testing.broker import KafkaBroker
+    from kafkasync_dev.testing.broker import KafkaBroker
 
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
     with KafkaBroker(bootstrap) as broker:

@@ -32,7 +32,7 @@ import warnings
 from typing import Any, Optional
 
 from benchmarks import async_bench, event_time, trigger_cost
-from kafkasync_source.testing.local_broker import real_broker
+from kafkasync_dev.testing.local_broker import real_broker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -96,7 +96,7 @@ def machine_facts() -> dict[str, Any]:
 
 def _spark_session(log_path: str):
     """The shared local session; the JVM's start-up chatter goes to ``log_path``."""
-    from kafkasync_source.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session
 
     conf = {
         "spark.sql.streaming.numRecentProgressUpdates": "100000",
@@ -153,8 +153,8 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
     from benchmarks import format_kafka, planner_bench, raw, skew
     from benchmarks.spark_runs import add_listener, batch_read_seconds, run_query
     from benchmarks.workloads import produce_uniform
-    from kafkasync_source.testing import MockKafkaCluster
-    from kafkasync_source.testing.plots import save_event_time_figure
+    from kafkasync_dev.testing import MockKafkaCluster
+    from kafkasync_dev.testing.plots import save_event_time_figure
 
     with MockKafkaCluster(brokers=1) as cluster:
         bootstrap = cluster.bootstrap_servers

@@ -109,8 +109,8 @@ def _peak_rss_bytes(pid: int) -> int:
 
 
 def _spark(jars: str, event_log: Optional[str] = None):
+    from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing.spark import local_spark_session
 
     workdir = tempfile.mkdtemp(prefix="kafkasync-side-by-side-")
     conf = {"spark.jars": jars, **_extra_spark_conf()}
@@ -573,8 +573,8 @@ def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
 def latency(bootstrap: str, jars: str, seconds: float, runs: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Each live source in a Spark of its own, the sources alternating, ``runs`` times: medians
     over the runs, and each run's figures under ``runs``."""
-    from kafkasync_source.testing.broker import KafkaBroker
-    from kafkasync_source.testing.mock_cluster import Record
+    from kafkasync_dev.testing.broker import KafkaBroker
+    from kafkasync_dev.testing.mock_cluster import Record
 
     result: dict[str, Any] = {"records_per_second": RATE, "partitions": PARTITIONS, "seconds": seconds,
                               "runs": runs, "tasks_per_batch": default_target_tasks(),
@@ -649,8 +649,8 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
     import pyspark
 
     from benchmarks import trigger_cost
-    from kafkasync_source.testing.local_broker import real_broker
-    from kafkasync_source.testing.spark import format_kafka_jars
+    from kafkasync_dev.testing.local_broker import real_broker
+    from kafkasync_dev.testing.spark import format_kafka_jars
 
     jars, why_not = format_kafka_jars()
     if jars is None:

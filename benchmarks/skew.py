@@ -1,12 +1,12 @@
 """The demo's rate-limited backfill at 20 times its scale: records dropped behind the watermark.
 
 ``orders`` (2 partitions) hold 12 h of event time, ``payments`` (1 partition) only the last 2 h
-(:func:`kafkasync_source.testing.backfills.spans`, ``scale=20``: 36,000 records). The same
+(:func:`kafkasync_dev.testing.backfills.spans`, ``scale=20``: 36,000 records). The same
 watermarked windowed count reads it with ``maxOffsetsPerTrigger`` twice: synchronized (the
 default) and ``-1``, which splits the cap in proportion to each partition's remaining offsets,
 as ``format("kafka")`` does.
 
-Dropped records are counted as the demo counts them (:mod:`kafkasync_source.demo`): records
+Dropped records are counted as the demo counts them (:mod:`kafkasync_dev.demo`): records
 read minus records the aggregation's output accounts for, cross-checked against a prediction
 from every batch's offset ranges and the watermark Spark applied to it.
 """
@@ -17,8 +17,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from kafkasync_source import demo
-from kafkasync_source.testing.backfills import Backfill, spans
+from kafkasync_dev import demo
+from kafkasync_dev.testing.backfills import Backfill, spans
 
 SCALE = 20
 MAX_OFFSETS_PER_TRIGGER = 4_000

@@ -33,7 +33,7 @@ def _check(name: str, figures: Any, *paths: str) -> None:
 
 def planner() -> None:
     from benchmarks import planner_bench
-    from kafkasync_source.testing import MockKafkaCluster
+    from kafkasync_dev.testing import MockKafkaCluster
 
     _check("pure planner", {"ms": planner_bench.pure_planner_ms(8)}, "ms")
     _check("index planner", {"no_limit": planner_bench.index_planner(64),
@@ -58,8 +58,8 @@ def trigger_cost(bootstrap: str) -> None:
 
 def broker_bytes() -> None:
     from benchmarks import broker_bytes as benchmark
+    from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-bench-smoke", tempfile.mkdtemp(prefix="kafkasync-smoke-"))
     register(spark)
@@ -112,7 +112,7 @@ def side_by_side() -> int:
 def main() -> int:
     if sys.argv[1:] == ["--side-by-side"]:
         return side_by_side()
-    from kafkasync_source.testing.local_broker import real_broker
+    from kafkasync_dev.testing.local_broker import real_broker
 
     steps: list[Callable[[], None]] = [planner]
     with real_broker() as (bootstrap, why_not):

@@ -1,7 +1,7 @@
 """What one trigger costs the driver at thousands of partitions, on a real broker (issue 27).
 
-On one Apache Kafka broker (:class:`~kafkasync_source.testing.local_broker.LocalKafkaBroker`,
-the release jars of :func:`~kafkasync_source.testing.kafka_dist.maven_kafka`, loopback) this
+On one Apache Kafka broker (:class:`~kafkasync_dev.testing.local_broker.LocalKafkaBroker`,
+the release jars of :func:`~kafkasync_dev.testing.kafka_dist.maven_kafka`, loopback) this
 creates a topic per size whose partitions hold ``RECORDS_PER_PARTITION`` records each at two
 event-time rates (even partitions one record a second, odd ones one every three seconds, so
 a batch's cut falls inside half of the partitions), every delivery report checked. It then
@@ -44,13 +44,13 @@ from typing import Any, Callable, Optional
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import BatchLimits, TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
-from kafkasync_source.testing import Record
 
 BROKER_SIZES = (512, 4_096)
 MODEL_SIZES = (512, 4_096, 16_384)
@@ -85,8 +85,8 @@ def fill_topic(bootstrap: str, name: str, partitions: int, base: int) -> None:
     largest timestamp of every partition is checked to be its last record's."""
     from confluent_kafka import Producer
 
-    from kafkasync_source.testing import produce_confirmed
-    from kafkasync_source.testing.broker import create_topic
+    from kafkasync_dev.testing import produce_confirmed
+    from kafkasync_dev.testing.broker import create_topic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     create_topic(admin, name, partitions, timeout=300)
@@ -331,8 +331,8 @@ def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Opti
         results["broker"] = {"bootstrap": bootstrap,
                              **broker_measurements(bootstrap, broker_sizes, reps, spark)}
         return results
-    from kafkasync_source.testing.kafka_dist import maven_kafka
-    from kafkasync_source.testing.local_broker import LocalKafkaBroker
+    from kafkasync_dev.testing.kafka_dist import maven_kafka
+    from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
     with LocalKafkaBroker(maven_kafka(kafka_version)) as broker:
         log(f"trigger cost: Apache Kafka {broker.version()} at {broker.bootstrap_servers}, "
@@ -347,8 +347,8 @@ def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = Tr
     trigger that has learnt nothing yet, and so asks the most)."""
     from pyinstrument import Profiler
 
-    from kafkasync_source.testing.kafka_dist import maven_kafka
-    from kafkasync_source.testing.local_broker import LocalKafkaBroker
+    from kafkasync_dev.testing.kafka_dist import maven_kafka
+    from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
     with LocalKafkaBroker(maven_kafka(kafka_version)) as broker:
         topic = f"trigger-profile-{partitions}"

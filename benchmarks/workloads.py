@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkasync_source.testing import MockKafkaCluster, Record
+from kafkasync_dev.testing import MockKafkaCluster, Record
 
 BASE_TS = 1_704_096_000_000  # 2024-01-01 08:00:00 UTC
 VALUE_BYTES = 100

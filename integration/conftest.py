@@ -15,7 +15,7 @@ Where the broker comes from, in order:
 
 With 2 and 3 the suite formats single-node KRaft brokers in temporary directories on free
 loopback ports, starts them, and stops them and removes their data at the end
-(kafkasync_source/testing/local_broker.py). Tests that stop and restart a broker, or need SASL
+(kafkasync_dev/testing/local_broker.py). Tests that stop and restart a broker, or need SASL
 users, need such a distribution (the ``own_broker`` factory); with 1 or 4 they are skipped,
 saying so.
 
@@ -44,7 +44,7 @@ import uuid
 
 import pytest
 
-from kafkasync_source.testing.broker import create_topic
+from kafkasync_dev.testing.broker import create_topic
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -185,7 +185,7 @@ def kafka_distribution():
     """The Kafka release brokers are started from: ``KAFKA_HOME``, else Maven Central's jars
     (``KAFKA_VERSION``); None where ``KAFKASYNC_BOOTSTRAP`` names a broker, or neither can be
     had (why is in ``kafka_distribution_problem``)."""
-    from kafkasync_source.testing.kafka_dist import DEFAULT_KAFKA_VERSION, KafkaHome, maven_kafka
+    from kafkasync_dev.testing.kafka_dist import DEFAULT_KAFKA_VERSION, KafkaHome, maven_kafka
 
     if os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip():
         return None
@@ -210,7 +210,7 @@ def bootstrap_servers(kafka_distribution):
         yield env
         return
     if kafka_distribution is not None:
-        from kafkasync_source.testing.local_broker import LocalKafkaBroker
+        from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
         broker = LocalKafkaBroker(kafka_distribution).start()
         print(f"\nintegration: Apache Kafka {broker.version()} at {broker.bootstrap_servers}")
@@ -235,7 +235,7 @@ def own_broker(kafka_distribution):
     """A broker of the test's own, which the test may stop and restart."""
     if kafka_distribution is None:
         skip_without_broker(NO_OWN_BROKER)
-    from kafkasync_source.testing.local_broker import LocalKafkaBroker
+    from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
     brokers = []
 
@@ -254,10 +254,10 @@ def own_broker(kafka_distribution):
 def three_brokers(kafka_distribution):
     """Three KRaft nodes of the module's own (broker and controller each), left whole by every
     test that stops one. Each is sized for a 2-core machine that runs the three beside Spark
-    (:class:`~kafkasync_source.testing.local_broker.LocalKafkaCluster`)."""
+    (:class:`~kafkasync_dev.testing.local_broker.LocalKafkaCluster`)."""
     if kafka_distribution is None:
         skip_without_broker(NO_OWN_BROKER)
-    from kafkasync_source.testing.local_broker import LocalKafkaCluster
+    from kafkasync_dev.testing.local_broker import LocalKafkaCluster
 
     cluster = LocalKafkaCluster(kafka_distribution, nodes=3).start()
     try:
@@ -302,8 +302,8 @@ SPARK_CONNECTOR_PROBLEM: list[str] = []
 
 def spark_kafka_connector_jars() -> str:
     """format("kafka")'s jars for the session's ``spark.jars``; "" (and the reason noted) where
-    there are none (:func:`kafkasync_source.testing.spark.format_kafka_jars`)."""
-    from kafkasync_source.testing.spark import format_kafka_jars
+    there are none (:func:`kafkasync_dev.testing.spark.format_kafka_jars`)."""
+    from kafkasync_dev.testing.spark import format_kafka_jars
 
     jars, problem = format_kafka_jars()
     if problem:
@@ -313,7 +313,7 @@ def spark_kafka_connector_jars() -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from kafkasync_source.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session
 
     # No setting gives a starting Python worker longer: Spark 4.x waits a fixed 10 s for the
     # driver-side worker of a Python streaming source to connect back (PythonWorkerFactory.

@@ -18,10 +18,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import StreamingQueryException
 from test_kafkasync_broker import BASE_TS, open_transaction, produce
 
+from kafkasync_dev.testing.broker import create_topic
+from kafkasync_dev.testing.live_producer import LiveProducer
+from kafkasync_dev.testing.local_broker import SaslUsers
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing.broker import create_topic
-from kafkasync_source.testing.live_producer import LiveProducer
-from kafkasync_source.testing.local_broker import SaslUsers
 
 
 def stream_offsets(spark, bootstrap: str, topic: str, checkpoint, **options):

@@ -22,11 +22,11 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.backfills import spans
+from kafkasync_dev.testing.broker import KafkaBroker
+from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
-from kafkasync_source.testing.backfills import spans
-from kafkasync_source.testing.broker import KafkaBroker
-from kafkasync_source.testing.republished import join_matches, orders_and_payments, windowed_count
 
 EVENT_TIME = {"eventTime.jsonPath": "$.ts"}
 CAP = {"maxOffsetsPerTrigger": 200}

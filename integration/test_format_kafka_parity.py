@@ -30,11 +30,11 @@ from conftest import SPARK_CONNECTOR_PROBLEM
 from pyspark.errors import StreamingQueryException
 from test_kafkasync_broker import produce
 
+from kafkasync_dev.testing.backfills import spans
+from kafkasync_dev.testing.broker import KafkaBroker
+from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
+from kafkasync_dev.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing.backfills import spans
-from kafkasync_source.testing.broker import KafkaBroker
-from kafkasync_source.testing.republished import join_matches, orders_and_payments, windowed_count
-from kafkasync_source.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
 
 BASE_TS = int(time.time() * 1000) - 6 * 3_600_000
 

@@ -14,9 +14,9 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
+from kafkasync_dev.testing import Record, produce_confirmed
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record, produce_confirmed
 
 # Six hours back: the far "end" sentinels (BASE_TS + 10**7 ms, 2.8 h later) stay in the past.
 BASE_TS = int(time.time() * 1000) - 6 * 3_600_000

@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from test_kafkasync_broker import produce
 from test_time_index_broker import BASE_TS, HOUR_MS, assert_every_record_once, assert_never_behind_stream_time, run
 
+from kafkasync_dev.testing import Record, produce_confirmed
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record, produce_confirmed
 
 
 def spans(partitions: dict[int, tuple[int, int]], count: int) -> list[tuple[int, int, bytes]]:

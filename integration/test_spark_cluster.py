@@ -1,9 +1,9 @@
 """kafkasync on a real Spark cluster, deployed as docs/deployment.md tells users to deploy it.
 
 A Spark standalone master and two workers of 1 core each, started from the installed PySpark's
-``bin/spark-class`` on loopback (kafkasync_source/testing/spark_standalone.py); an environment
+``bin/spark-class`` on loopback (kafkasync_dev/testing/spark_standalone.py); an environment
 made the documented way — kafkasync's wheel and the packages its executors import, in a
-virtualenv packed by ``venv-pack`` (kafkasync_source/testing/executor_env.py) — shipped to the
+virtualenv packed by ``venv-pack`` (kafkasync_dev/testing/executor_env.py) — shipped to the
 executors with ``spark.archives`` and unpacked for the driver too, which runs from it with
 ``PYSPARK_PYTHON=./environment/bin/python``; and ``spark-submit`` in client mode of
 integration/spark_cluster_app.py. Nothing runs from this checkout: the app is copied out of it,
@@ -28,11 +28,11 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafkasync_source.testing.backfills import spans
-from kafkasync_source.testing.broker import KafkaBroker, create_topic
-from kafkasync_source.testing.executor_env import pack_executor_env
-from kafkasync_source.testing.live_producer import LiveProducer
-from kafkasync_source.testing.spark_standalone import StandaloneCluster, spark_home
+from kafkasync_dev.testing.backfills import spans
+from kafkasync_dev.testing.broker import KafkaBroker, create_topic
+from kafkasync_dev.testing.executor_env import pack_executor_env
+from kafkasync_dev.testing.live_producer import LiveProducer
+from kafkasync_dev.testing.spark_standalone import StandaloneCluster, spark_home
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 APP = os.path.join(CHECKOUT, "integration", "spark_cluster_app.py")
@@ -67,7 +67,7 @@ def test_kafkasync_on_a_standalone_cluster_deployed_as_the_docs_say(kafka_distri
     if kafka_distribution is None:
         pytest.skip("the cluster test starts (and restarts) a broker of its own: it needs Kafka from "
                     "Maven Central or KAFKA_HOME")
-    from kafkasync_source.testing.local_broker import LocalKafkaBroker
+    from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
     timings: dict[str, float] = {}
     began = time.monotonic()

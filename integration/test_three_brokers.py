@@ -18,7 +18,7 @@ workers, and a producer at once (a CI run there, at a load average of 20, failed
 "Python worker failed to connect back"). What keeps them inside two cores, without changing what
 they prove:
 
-* nodes sized for a test (:class:`~kafkasync_source.testing.local_broker.LocalKafkaCluster`):
+* nodes sized for a test (:class:`~kafkasync_dev.testing.local_broker.LocalKafkaCluster`):
   small heap, serial GC, C1 JIT only, few threads;
 * a query is started, and its source's Python worker has connected, before the producer writes
   and only on a whole cluster (every node up, every replica in sync): Spark gives that worker a
@@ -46,10 +46,10 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
-
-from kafkasync_source.spark.source import register
-from kafkasync_source.testing.broker import create_topic
 from test_time_index_broker import assert_never_behind_stream_time
+
+from kafkasync_dev.testing.broker import create_topic
+from kafkasync_source.spark.source import register
 
 PARTITIONS = 3
 """One partition led by each node: a node killed or restarted always takes a leader with it. No

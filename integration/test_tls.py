@@ -1,5 +1,5 @@
 """SCRAM over TLS (a SASL_SSL listener) on brokers of the module's own, with a CA and broker and
-client certificates the test makes (kafkasync_source/testing/certificates.py): one broker that
+client certificates the test makes (kafkasync_dev/testing/certificates.py): one broker that
 any client may reach, one that requires a client certificate (mutual TLS).
 
 Trust and the client's key are configured as a format("kafka") user writes them — a PEM, JKS
@@ -22,10 +22,10 @@ from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 from test_kafkasync_broker import BASE_TS, produce
 
+from kafkasync_dev.testing.broker import create_topic
+from kafkasync_dev.testing.certificates import make_certificates, make_java_stores
+from kafkasync_dev.testing.local_broker import LocalKafkaBroker, SaslUsers
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing.broker import create_topic
-from kafkasync_source.testing.certificates import make_certificates, make_java_stores
-from kafkasync_source.testing.local_broker import LocalKafkaBroker, SaslUsers
 
 PASSWORD = "tls-scram-s3cret"
 FAILS_WITHIN_S = 15  # loosely: the query fails at its first metadata request (5 s measured)

@@ -1,8 +1,8 @@
-"""Why kafkasync exists, in one run: ``python -m kafkasync_source.demo`` (``make demo``).
+"""Why kafkasync exists, in one run: ``python -m kafkasync_dev.demo`` (``make demo``).
 
 A backfill where Spark's own Kafka source loses records: ``orders`` (2 partitions) holds 12 h of
 event time, one order a minute; ``payments`` (1 partition) only the last 2 h, one payment every
-20 s (:func:`kafkasync_source.testing.backfills.spans`). The same watermarked windowed count::
+20 s (:func:`kafkasync_dev.testing.backfills.spans`). The same watermarked windowed count::
 
     events.withWatermark("timestamp", "10 minutes")
           .groupBy(window("timestamp", "5 minutes"), "topic").count()
@@ -279,7 +279,7 @@ class RunResult:
 def _spark_session(log_path: str):
     """One local SparkSession; the JVM's (and its Python workers') stderr goes to log_path.
     ``KAFKASYNC_SPARK_KAFKA_JARS`` (comma-separated jar paths) adds format("kafka")."""
-    from kafkasync_source.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session
 
     conf = {
         "spark.sql.streaming.numRecentProgressUpdates": "1000",
@@ -299,7 +299,7 @@ def format_kafka_unavailable(spark) -> Optional[str]:
     if not os.environ.get("KAFKASYNC_BOOTSTRAP"):
         return ("no real broker: set KAFKASYNC_BOOTSTRAP=host:port (Spark's Java Kafka client "
                 "cannot talk to the embedded cluster)")
-    from kafkasync_source.testing.spark import has_format_kafka
+    from kafkasync_dev.testing.spark import has_format_kafka
 
     if not has_format_kafka(spark):
         return ("Spark's Kafka connector is not on the classpath: start with spark.jars.packages "
@@ -411,7 +411,7 @@ class Accounting:
 
 @dataclass(frozen=True)
 class _PictureRun:
-    """One variant as :func:`kafkasync_source.testing.plots.event_time_figure` draws it."""
+    """One variant as :func:`kafkasync_dev.testing.plots.event_time_figure` draws it."""
 
     title: str
     batches: list
@@ -439,7 +439,7 @@ def event_time_reached(result: RunResult, backfill: Any) -> list[dict]:
 def write_picture(results: Sequence[RunResult], backfill: Any, path: str) -> str:
     """The variants side by side: per-partition event time per batch, the watermark, and
     the records dropped. Returns ``path``."""
-    from kafkasync_source.testing.plots import save_event_time_figure
+    from kafkasync_dev.testing.plots import save_event_time_figure
 
     runs = []
     for result in results:
@@ -507,7 +507,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if arguments == ["--real"]:
         return _on_real_kafka()
     if arguments:
-        print(f"usage: python -m kafkasync_source.demo [--real]; not {' '.join(arguments)}", file=sys.stderr)
+        print(f"usage: python -m kafkasync_dev.demo [--real]; not {' '.join(arguments)}", file=sys.stderr)
         return 2
     return _demo()
 
@@ -515,8 +515,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _on_real_kafka() -> int:
     """The same runs on Apache Kafka from Maven Central (or ``KAFKASYNC_BOOTSTRAP``), with
     Spark's connector at the running PySpark's version, so the third run is format("kafka")."""
-    from kafkasync_source.testing.local_broker import real_broker
-    from kafkasync_source.testing.spark import format_kafka_jars
+    from kafkasync_dev.testing.local_broker import real_broker
+    from kafkasync_dev.testing.spark import format_kafka_jars
 
     jars, problem = format_kafka_jars()
     with real_broker() as (bootstrap, no_broker):
@@ -530,10 +530,10 @@ def _on_real_kafka() -> int:
 def _demo(require_format_kafka: bool = False) -> int:
     wall = time.monotonic()
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
+    from kafkasync_dev.testing import MockKafkaCluster
+    from kafkasync_dev.testing.backfills import spans
+    from kafkasync_dev.testing.broker import KafkaBroker
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing import MockKafkaCluster
-    from kafkasync_source.testing.backfills import spans
-    from kafkasync_source.testing.broker import KafkaBroker
 
     workdir = tempfile.mkdtemp(prefix="kafkasync-demo-")
     log_path = os.path.join(workdir, "spark.log")

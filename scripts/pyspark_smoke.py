@@ -15,8 +15,8 @@ import time
 
 import pyspark
 
-from kafkasync_source.testing import MockKafkaCluster, Record
-from kafkasync_source.testing.spark import local_spark_session
+from kafkasync_dev.testing import MockKafkaCluster, Record
+from kafkasync_dev.testing.spark import local_spark_session
 
 BASE_TS = 1_700_000_000_000
 _SCHEMA = "partition INT, offset BIGINT"

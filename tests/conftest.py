@@ -39,7 +39,7 @@ try:  # Property tests: no per-example deadline (CI machines are slow and noisy)
 except ImportError:  # pragma: no cover
     pass
 
-from kafkasync_source.testing import MockKafkaCluster  # noqa: E402
+from kafkasync_dev.testing import MockKafkaCluster  # noqa: E402
 
 
 def pytest_configure(config):
@@ -77,7 +77,7 @@ def spark_connect_port() -> int:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, spark_connect_port):
-    from kafkasync_source.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session
 
     session = local_spark_session(
         "kafkasync-tests",

@@ -1,6 +1,6 @@
 """End to end: async_map in Spark, calling a real HTTP service on 127.0.0.1.
 
-The service (``kafkasync_source.testing.http_service``) injects latency, transient errors,
+The service (``kafkasync_dev.testing.http_service``) injects latency, transient errors,
 permanent errors and slow first answers per request, and itself checks that calls for one key
 never overlap.
 """
@@ -15,10 +15,10 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
+from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.http_service import LookupService, fetch, lookup_path
 from kafkasync_source import AsyncMetrics, Retry, async_map
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
-from kafkasync_source.testing.http_service import LookupService, fetch, lookup_path
 
 FAST_RETRY = Retry(attempts=3, initial_backoff=0.01, max_backoff=0.05)
 RETURNS = "customer string, attempt int"

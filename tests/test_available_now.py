@@ -14,6 +14,7 @@ import uuid
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.autostop import _main
 from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states
@@ -31,7 +32,6 @@ from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER, PartitionState, PartitionStatus, TopicPartition, plan_batch
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 UNKNOWN_TOPIC_OR_PART = 3

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 

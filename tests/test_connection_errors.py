@@ -49,7 +49,7 @@ def tls_listener(tmp_path, request):
     import ssl
     import threading
 
-    from kafkasync_source.testing.certificates import make_certificates
+    from kafkasync_dev.testing.certificates import make_certificates
 
     certificates = make_certificates(str(tmp_path))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.fetcher import KafkaSyncFetchError
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.executor.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 

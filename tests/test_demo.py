@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from kafkasync_source import demo
-from kafkasync_source.demo import (
+from kafkasync_dev import demo
+from kafkasync_dev.demo import (
     Accounting,
     Batch,
     RunResult,

@@ -50,7 +50,7 @@ def header(name, time_format="epochMillis", on_invalid="fail"):
 
 
 def extractor(spec, on_invalid="fail"):
-    return EventTimeOptions("extractor", f"kafkasync_source.testing.extractors:{spec}", on_invalid=on_invalid)
+    return EventTimeOptions("extractor", f"kafkasync_dev.testing.extractors:{spec}", on_invalid=on_invalid)
 
 
 # --- The Kafka timestamp (no eventTime.* option) ---------------------------------------------
@@ -274,11 +274,11 @@ def test_the_options_make_the_seam_and_say_what_they_chose():
     ({"eventTime.jsonPath": "$.a[*]"}, "'eventTime.jsonPath' '\\$.a\\[\\*\\]': a wildcard"),
     ({"eventTime.header": "h", "planningMode": "timeIndex"}, "planningMode=timeIndex: the brokers' time index"),
     ({"eventTime.extractor": "no_such_module_x:f"}, "cannot import 'no_such_module_x' \\(ModuleNotFoundError"),
-    ({"eventTime.extractor": "kafkasync_source.testing.extractors"}, "must be 'package.module:function'"),
-    ({"eventTime.extractor": "kafkasync_source.testing.extractors:nope"}, "has no 'nope'"),
-    ({"eventTime.extractor": "kafkasync_source.testing.extractors:T"}, "has no 'T'"),
-    ({"eventTime.extractor": "kafkasync_source.testing.extractors:one_argument"}, "must take four arguments"),
-    ({"eventTime.extractor": "kafkasync_source.testing.extractors:key_millis", "eventTime.format": "iso8601"},
+    ({"eventTime.extractor": "kafkasync_dev.testing.extractors"}, "must be 'package.module:function'"),
+    ({"eventTime.extractor": "kafkasync_dev.testing.extractors:nope"}, "has no 'nope'"),
+    ({"eventTime.extractor": "kafkasync_dev.testing.extractors:T"}, "has no 'T'"),
+    ({"eventTime.extractor": "kafkasync_dev.testing.extractors:one_argument"}, "must take four arguments"),
+    ({"eventTime.extractor": "kafkasync_dev.testing.extractors:key_millis", "eventTime.format": "iso8601"},
      "'eventTime.format' does not apply to 'eventTime.extractor'"),
 ])
 def test_bad_event_time_options_fail_at_load_naming_the_option(options, message):

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
+from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.backfills import spans
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.executor.range_reader import RangeReader
@@ -31,8 +33,6 @@ from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.input_partitions import KafkaRange
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
-from kafkasync_source.testing.backfills import spans
 
 T = 1_700_000_000_000
 WRITTEN = T + 10**9  # a copy job's clock: later than every event time in these tests
@@ -249,7 +249,7 @@ def test_an_extractor_function_runs_on_the_executors(spark, kafka_cluster, topic
         for i, p in enumerate(placed)
     ])
     rows = (spark.read.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
-            .option("subscribe", topic).option("eventTime.extractor", "kafkasync_source.testing.extractors:order_time")
+            .option("subscribe", topic).option("eventTime.extractor", "kafkasync_dev.testing.extractors:order_time")
             .option("eventTime.onInvalid", "recordTimestamp").load()
             .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").collect())
     assert sorted((r.partition, r.offset, r.event) for r in rows) == [(0, 0, T), (0, 1, WRITTEN + 2), (1, 0, T + 1000)]

@@ -1,6 +1,6 @@
 """Slow (``make test-slow``): exactly once through process kills and broker faults.
 
-* The query runs in a process of its own (``kafkasync_source.testing.file_sink_query``) into
+* The query runs in a process of its own (``kafkasync_dev.testing.file_sink_query``) into
   a Parquet file sink; the test SIGKILLs its whole process group (JVM and Python workers) at
   random moments while producers keep writing, restarts it from the checkpoint, and finally
   checks that the committed output holds every produced offset exactly once.
@@ -21,8 +21,8 @@ from collections import Counter
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def committed_offsets(spark, output):
 def start_query(bootstrap, topic, checkpoint, output, log):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     return subprocess.Popen(
-        [sys.executable, "-m", "kafkasync_source.testing.file_sink_query", bootstrap, topic,
+        [sys.executable, "-m", "kafkasync_dev.testing.file_sink_query", bootstrap, topic,
          checkpoint, output],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )

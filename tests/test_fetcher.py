@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.driver.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
 from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
 from kafkasync_source.planning.planner import TopicPartition
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 

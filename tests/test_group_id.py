@@ -7,12 +7,12 @@ import logging
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
 

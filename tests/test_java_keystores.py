@@ -1,6 +1,6 @@
 """Java truststores and keystores as a format("kafka") user writes them become librdkafka's PEM
 settings (java_keystores.py, java_client_settings.py). Real stores, made by the JDK's keytool and
-openssl (kafkasync_source/testing/certificates.py); pure option parsing, no Kafka. The real
+openssl (kafkasync_dev/testing/certificates.py); pure option parsing, no Kafka. The real
 broker accepts what comes out: integration/test_tls.py."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pyspark import SparkFiles
 
+from kafkasync_dev.testing.certificates import make_certificates, make_java_stores
 from kafkasync_source.config import java_keystores
 from kafkasync_source.config.client_config import redact, scrub
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.java_client_settings import JavaClientSettingError, with_shipped_stores_read
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
-from kafkasync_source.testing.certificates import make_certificates, make_java_stores
 
 BASE = {"kafka.bootstrap.servers": "localhost:9093", "subscribe": "orders", "kafka.security.protocol": "SSL"}
 

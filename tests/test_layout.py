@@ -55,8 +55,8 @@ def test_the_event_time_seam_imports_nothing_of_kafka_spark_or_the_rest(module, 
 
 @pytest.mark.parametrize("package", RUNTIME_PACKAGES)
 def test_what_a_query_runs_never_imports_the_test_support(package):
-    offending = {module: sorted(m for m in modules if m.startswith(("kafkasync_source.testing",
-                                                                     "kafkasync_source.demo")))
+    offending = {module: sorted(m for m in modules if m.startswith(("kafkasync_dev.testing",
+                                                                     "kafkasync_dev.demo")))
                  for module, modules in imports_of(package).items()}
     assert {module: found for module, found in offending.items() if found} == {}
 

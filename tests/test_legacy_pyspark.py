@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.source import KafkaSyncDataSource
-from kafkasync_source.testing import Record
 
 
 def stream_reader(cluster, topic):

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.metrics.listener import (
     KafkaSyncListener,
     emit_event_time_lag_ms,
@@ -24,7 +25,6 @@ from kafkasync_source.metrics.listener import (
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER, PartitionState, TopicPartition, plan_batch
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 A, B = TopicPartition("a", 0), TopicPartition("b", 0)
@@ -285,8 +285,8 @@ def test_listener_reports_emit_lag_and_the_lag_of_sparks_watermark(spark, kafka_
 
 
 def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_once(fresh_cluster):
+    from kafkasync_dev.testing import ApiKey
     from kafkasync_source.driver.group_commit import GroupCommitter
-    from kafkasync_source.testing import ApiKey
 
     group_authorization_failed = 30
     fresh_cluster.create_topic("monitored", 1)

@@ -17,7 +17,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from kafkasync_source.testing import ApiKey, MockClusterError, MockKafkaCluster, Record
+from kafkasync_dev.testing import ApiKey, MockClusterError, MockKafkaCluster, Record
 
 BASE_TS = 1_700_000_000_000  # 2023-11-14, ms
 

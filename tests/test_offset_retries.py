@@ -8,10 +8,10 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_source.config.options import KafkaSyncOptionError, Subscription, parse_options
 from kafkasync_source.driver.offset_reader import KafkaSyncTopicError, OffsetReader
 from kafkasync_source.planning.planner import TopicPartition
-from kafkasync_source.testing import ApiKey, Record
 
 pytestmark = pytest.mark.mock_brokers(1)
 

@@ -11,9 +11,9 @@ import time
 
 from test_range_reader import _Message
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.executor.range_reader import _Columns
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 SCHEMA = arrow_schema(kafka_schema(False, include_partition_time=True))

@@ -15,12 +15,12 @@ import time
 import pytest
 from confluent_kafka import KafkaError
 
+from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.time_index import TimeIndexReader
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
-from kafkasync_source.testing import ApiKey, Record
 
 BASE_TS = 1_700_000_000_000
 

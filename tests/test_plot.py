@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="matplotlib is part of the test extra ('.[test]')")
 
-from kafkasync_source.testing.plots import event_time_figure  # noqa: E402
+from kafkasync_dev.testing.plots import event_time_figure  # noqa: E402
 
 HOUR_MS = 3_600_000
 FIRST = 1_795_000_000_000

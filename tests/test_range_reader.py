@@ -4,10 +4,10 @@ import time
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.executor.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
 from kafkasync_source.spark.schema import kafka_schema
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 
@@ -354,7 +354,7 @@ def test_a_range_past_a_truncated_log_fails_or_warns_naming_the_lost_offsets(
 def test_transient_fetch_errors_are_retried_and_fatal_ones_fail(fresh_cluster, pool, caplog):
     from confluent_kafka import KafkaError, KafkaException
 
-    from kafkasync_source.testing.mock_cluster import ApiKey
+    from kafkasync_dev.testing.mock_cluster import ApiKey
 
     cluster = fresh_cluster
     cluster.create_topic("t", partitions=1)
@@ -379,7 +379,7 @@ def test_transient_fetch_errors_are_retried_and_fatal_ones_fail(fresh_cluster, p
 def test_transient_errors_without_progress_fail_after_the_poll_timeout(fresh_cluster, pool):
     from confluent_kafka import KafkaError
 
-    from kafkasync_source.testing.mock_cluster import ApiKey
+    from kafkasync_dev.testing.mock_cluster import ApiKey
 
     cluster = fresh_cluster
     cluster.create_topic("t", partitions=1)

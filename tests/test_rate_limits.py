@@ -1,6 +1,6 @@
 """End-to-end: rate limits (issue 9) on the embedded cluster, read back from the offset log.
 
-* Both backfill shapes of :mod:`kafkasync_source.testing.backfills` with maxOffsetsPerTrigger=200
+* Both backfill shapes of :mod:`kafkasync_dev.testing.backfills` with maxOffsetsPerTrigger=200
   and a 10-minute watermark: synchronized drops nothing and no batch exceeds 200 records; ``-1``
   drops records, and every batch ends where Spark's proportional split says.
 * maxEventTimePerTrigger bounds each batch's stream-time step; minOffsetsPerTrigger holds a batch
@@ -18,11 +18,11 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
+from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.backfills import MINUTE_MS, SHAPES
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.rate_limit import proportional_ends
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
-from kafkasync_source.testing.backfills import MINUTE_MS, SHAPES
 
 WATERMARK = "10 minutes"
 WINDOW = "5 minutes"

@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("pyspark.sql.streaming.datasource", reason="admission control needs PySpark >= 4.2")
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
 
+from kafkasync_dev.testing import Record  # noqa: E402
 from kafkasync_source.config.options import parse_options  # noqa: E402
 from kafkasync_source.planning.offsets import SyncOffset  # noqa: E402
 from kafkasync_source.spark.schema import kafka_schema  # noqa: E402
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader  # noqa: E402
-from kafkasync_source.testing import Record  # noqa: E402
 
 BASE_TS = 1_700_000_000_000
 

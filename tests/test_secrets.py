@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.client_config import scrub
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 # Values without "secret"/"password" in them: Spark's own patterns also match option values.

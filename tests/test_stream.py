@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 BASE_TS = 1_700_000_000_000
 

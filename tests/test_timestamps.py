@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.offset_reader import KafkaSyncTopicError, offsets_at_times, timestamps_per_partition
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.source import register
-from kafkasync_source.testing import Record
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 

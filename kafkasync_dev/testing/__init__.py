@@ -1,6 +1,6 @@
 """Test support for kafkasync: an in-process Kafka cluster (librdkafka mock)."""
 
-from kafkasync_source.testing.mock_cluster import (
+from kafkasync_dev.testing.mock_cluster import (
     ApiKey,
     MockClusterError,
     MockKafkaCluster,

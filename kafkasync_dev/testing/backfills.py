@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from kafkasync_source.testing.mock_cluster import Record
+from kafkasync_dev.testing.mock_cluster import Record
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
@@ -69,7 +69,7 @@ def _end_ms(now_ms: Optional[int]) -> int:
 
 def _produce(cluster: Any, prefix: str, shape: dict[str, list[list[int]]], republished: bool = False) -> Backfill:
     """``shape``: topic -> per partition, its event times. Creates and fills the topics on a
-    :class:`MockKafkaCluster` or a :class:`~kafkasync_source.testing.broker.KafkaBroker`."""
+    :class:`MockKafkaCluster` or a :class:`~kafkasync_dev.testing.broker.KafkaBroker`."""
     topics, timestamps = {}, {}
     total = sum(len(stamps) for partitions in shape.values() for stamps in partitions)
     written = _end_ms(None) - total  # a copy job's clock: one record a millisecond

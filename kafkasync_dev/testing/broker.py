@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from kafkasync_source.testing.mock_cluster import Record, produce_confirmed
+from kafkasync_dev.testing.mock_cluster import Record, produce_confirmed
 
 
 def create_topic(admin: Any, name: str, partitions: int = 1, timeout: float = 30.0, *,

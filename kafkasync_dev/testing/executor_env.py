@@ -5,7 +5,7 @@ holding kafkasync's wheel and the packages its executors import, packed by ``ven
 on its Python workers' path, and a packed PySpark would add some 400 MB to every application
 start.
 
-Usage: ``python -m kafkasync_source.testing.executor_env OUTPUT.tar.gz`` (from a checkout:
+Usage: ``python -m kafkasync_dev.testing.executor_env OUTPUT.tar.gz`` (from a checkout:
 the wheel is built from it).
 """
 

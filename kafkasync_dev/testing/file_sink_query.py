@@ -6,7 +6,7 @@ output with Spark sees exactly the committed batches, which is what an exactly-o
 must look at. The Kafka cluster lives elsewhere (the test's embedded cluster): this process
 only connects to its bootstrap address.
 
-Usage: ``python -m kafkasync_source.testing.file_sink_query BOOTSTRAP TOPIC CHECKPOINT OUTPUT``
+Usage: ``python -m kafkasync_dev.testing.file_sink_query BOOTSTRAP TOPIC CHECKPOINT OUTPUT``
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     bootstrap, topic, checkpoint, output = argv if argv is not None else sys.argv[1:]
+    from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
-    from kafkasync_source.testing.spark import local_spark_session
 
     spark = local_spark_session("kafkasync-file-sink-query", f"{checkpoint}-warehouse")
     register(spark)

@@ -60,7 +60,7 @@ SMALL_BROKER_JVM = BrokerJvm(
     # test makes, too; test traffic (a few hundred records a second) needs no C2 code.
     "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true",
 )
-"""A node of a three-node cluster on a 2-core machine (:class:`~kafkasync_source.testing.
+"""A node of a three-node cluster on a 2-core machine (:class:`~kafkasync_dev.testing.
 local_broker.LocalKafkaCluster`): three of these beside Spark and a producer must leave Spark
 the CPU it needs (a Python worker that cannot start within Spark's 10 s fails the query)."""
 
@@ -76,7 +76,7 @@ class KafkaDistribution(Protocol):
     def server_command(self, properties: str, work_dir: str, jvm: BrokerJvm = BROKER_JVM) -> list[str]:
         """The command line that runs a broker from ``properties`` in the foreground, its JVM
         sized by ``jvm`` (a script-based distribution reads it from the environment instead:
-        :meth:`LocalKafkaBroker._env <kafkasync_source.testing.local_broker.LocalKafkaBroker>`)."""
+        :meth:`LocalKafkaBroker._env <kafkasync_dev.testing.local_broker.LocalKafkaBroker>`)."""
 
 
 class KafkaHome:
@@ -270,7 +270,7 @@ def _write_once(path: str, text: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m kafkasync_source.testing.kafka_dist [VERSION]``: resolve a release into the
+    """``python -m kafkasync_dev.testing.kafka_dist [VERSION]``: resolve a release into the
     cache (what ``make integration`` does first) and print its jar directory; exit 3 with the
     reason when Maven or Java is missing."""
     version = argv[0] if argv else os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION

@@ -4,7 +4,7 @@ The integration suite needs a broker it controls: one it can stop and restart un
 query, and one with SASL users. :class:`LocalKafkaBroker` formats a KRaft broker + controller
 in a temporary directory on free loopback ports with the distribution's storage tool, starts
 it, waits until it answers, and removes its data when closed. The distribution is the release
-jars from Maven Central (:func:`~kafkasync_source.testing.kafka_dist.maven_kafka`, what
+jars from Maven Central (:func:`~kafkasync_dev.testing.kafka_dist.maven_kafka`, what
 ``make integration`` uses by default) or an unpacked binary download (``KAFKA_HOME``). Any
 Apache Kafka 3.7 or newer works (``--add-scram`` needs 3.5+, a static
 ``controller.quorum.voters`` quorum is accepted by every KRaft version)::
@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional
 
-from kafkasync_source.testing.kafka_dist import BROKER_JVM, SMALL_BROKER_JVM, BrokerJvm, KafkaDistribution
+from kafkasync_dev.testing.kafka_dist import BROKER_JVM, SMALL_BROKER_JVM, BrokerJvm, KafkaDistribution
 
 
 def _free_port() -> int:
@@ -69,7 +69,7 @@ class LocalKafkaBroker:
         ``properties``: broker settings that replace or add to the defaults of
         ``_write_properties`` (:class:`LocalKafkaCluster` sizes its nodes with both).
         ``tls_keystore`` (a PEM keystore, see
-        :mod:`~kafkasync_source.testing.certificates`; with ``sasl``): a SASL_SSL listener too,
+        :mod:`~kafkasync_dev.testing.certificates`; with ``sasl``): a SASL_SSL listener too,
         ``sasl_ssl_bootstrap_servers``; with ``tls_client_ca`` (a PEM CA certificate) it requires
         each client's certificate, signed by that CA (mutual TLS)."""
         if tls_keystore is not None and sasl is None:
@@ -366,7 +366,7 @@ def real_broker() -> Iterator[tuple[Optional[str], Optional[str]]]:
     started on loopback from the official Apache Kafka release on Maven Central
     (``KAFKA_VERSION``, the integration suite's default otherwise) and stopped at the end.
     While a started broker runs, ``KAFKASYNC_BOOTSTRAP`` names it."""
-    from kafkasync_source.testing.kafka_dist import DEFAULT_KAFKA_VERSION, maven_kafka, maven_problem
+    from kafkasync_dev.testing.kafka_dist import DEFAULT_KAFKA_VERSION, maven_kafka, maven_problem
 
     named = os.environ.get("KAFKASYNC_BOOTSTRAP", "").strip()
     if named:

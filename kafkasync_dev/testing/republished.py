@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kafkasync_source.testing.backfills import HOUR_MS, MINUTE_MS, _end_ms
-from kafkasync_source.testing.mock_cluster import Record
+from kafkasync_dev.testing.backfills import HOUR_MS, MINUTE_MS, _end_ms
+from kafkasync_dev.testing.mock_cluster import Record
 
 WATERMARK = "10 minutes"
 WINDOW = "5 minutes"

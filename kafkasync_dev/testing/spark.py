@@ -88,7 +88,7 @@ def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
         return named, None
     import pyspark
 
-    from kafkasync_source.testing.kafka_dist import maven_spark_kafka_connector
+    from kafkasync_dev.testing.kafka_dist import maven_spark_kafka_connector
 
     try:
         return ",".join(maven_spark_kafka_connector(pyspark.__version__)), None
