@@ -12,7 +12,7 @@ from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, Offs
 
 @pytest.fixture(autouse=True)
 def short_metadata_timeout(monkeypatch):
-    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(offset_reader, "METADATA_TIMEOUT_S", 3.0)
 
 
 def failure(config):
@@ -85,7 +85,7 @@ def test_a_broker_certificate_the_client_does_not_trust_fails_at_once_naming_bro
         monkeypatch, tls_listener):
     import time
 
-    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 30.0)
+    monkeypatch.setattr(offset_reader, "METADATA_TIMEOUT_S", 30.0)
     address, certificates, listener = tls_listener
     trusted_ca = certificates.other_ca if listener == "server-certificate" else certificates.ca
     began = time.monotonic()

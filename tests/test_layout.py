@@ -6,7 +6,9 @@ docs/architecture.md draws the tree).
   Streams keeps ``PartitionGroup`` apart from the clients that feed it.
 * ``event_time/`` is the one seam the driver and the executors share: it imports neither Kafka
   nor Spark nor any other part of kafkasync, so both sides run the same code on the same bytes.
-* What a query runs never imports the test support or the demo (``testing/``, ``demo.py``).
+* ``driver/`` and ``executor/`` never import each other: what both ask of Kafka lives in
+  ``kafka/``, so no driver thread or client reaches a task and no executor code the planner.
+* What a query runs never imports the test support or the demo (``kafkasync_dev``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kafkasync_source"
-RUNTIME_PACKAGES = ("config", "driver", "enrich", "event_time", "executor", "metrics", "planning", "spark")
+RUNTIME_PACKAGES = ("config", "driver", "enrich", "event_time", "executor", "kafka", "metrics", "planning", "spark")
 
 
 def imports_of(package: str) -> dict[str, set[str]]:
@@ -51,6 +53,13 @@ def test_planning_is_pure(module, modules):
 @pytest.mark.parametrize("module, modules", imports_of("event_time").items())
 def test_the_event_time_seam_imports_nothing_of_kafka_spark_or_the_rest(module, modules):
     assert outside(modules, ("msgspec", "kafkasync_source.event_time")) == [], module
+
+
+@pytest.mark.parametrize("side, other", [("driver", "executor"), ("executor", "driver")])
+def test_the_driver_and_the_executors_do_not_import_each_other(side, other):
+    crossing = {module: sorted(m for m in modules if m.startswith(f"kafkasync_source.{other}"))
+                for module, modules in imports_of(side).items()}
+    assert {module: found for module, found in crossing.items() if found} == {}
 
 
 @pytest.mark.parametrize("package", RUNTIME_PACKAGES)

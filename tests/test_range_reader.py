@@ -398,10 +398,10 @@ def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster
     failed a query through a broker restart on a real Kafka 4.3.1 (integration/test_broker_faults.py)."""
     from confluent_kafka import KafkaException
 
-    from kafkasync_source.driver import offset_reader
-    from kafkasync_source.driver.offset_reader import partitions_gone
+    from kafkasync_source.kafka import metadata
+    from kafkasync_source.kafka.metadata import partitions_gone
 
-    monkeypatch.setattr(offset_reader, "_METADATA_TIMEOUT_S", 1.0)  # a down broker answers never
+    monkeypatch.setattr(metadata, "METADATA_TIMEOUT_S", 1.0)  # a down broker answers never
     fresh_cluster.create_topic("restarting", 1)
     consumer = fresh_cluster.consumer()
     try:

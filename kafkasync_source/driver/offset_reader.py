@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections import deque
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -20,16 +20,15 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafkasync_source.config.client_config import consumer_group_id, scrub
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, TimestampSpec
+from kafkasync_source.kafka.metadata import METADATA_TIMEOUT_S, partitions_gone
 from kafkasync_source.planning.planner import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-_METADATA_TIMEOUT_S = 30.0
 _METADATA_FIRST_SLICE_S = 0.5
 """The metadata wait is cut into slices, this long at first and twice as long each time (a
 cluster far away still gets the time to answer one request), so that a failure no retry can
 cure (a broker certificate the client does not trust) ends it early, not after the whole wait."""
-_GONE_CONFIRM_S = 1.0
 _CLIENT_ERRORS_KEPT = 10
 _ATTEMPT_TIMING = re.compile(r" \(after \d+ms in state \w+\)")
 
@@ -178,7 +177,7 @@ class OffsetReader:
         began = time.monotonic()
         wait_s = _METADATA_FIRST_SLICE_S
         while True:
-            remaining = began + _METADATA_TIMEOUT_S - time.monotonic()
+            remaining = began + METADATA_TIMEOUT_S - time.monotonic()
             wait_s = max(0.001, min(wait_s, remaining))
             try:
                 return self._consumer.list_topics(timeout=wait_s)
@@ -240,8 +239,8 @@ class OffsetReader:
         watermark as the low one (embedded cluster, tests/test_offset_retries.py): "earliest"
         would then skip the whole log. A log's start only moves forward, so the smaller of two
         answers is the right one; the later high watermark is the current one."""
-        first_low, _ = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT_S)
-        low, high = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT_S)
+        first_low, _ = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
         return min(first_low, low), high
 
     def _retrying(self, what: str, call: Any) -> Any:
@@ -344,7 +343,7 @@ class OffsetReader:
         it can stand in a broker's answer."""
         answers = self._consumer.offsets_for_times(
             [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()],
-            timeout=_METADATA_TIMEOUT_S,
+            timeout=METADATA_TIMEOUT_S,
         )
         return {TopicPartition(a.topic, a.partition): a.offset for a in answers}
 
@@ -402,30 +401,3 @@ def offsets_at_times(
         else:
             offsets[tp] = latest[tp]
     return offsets
-
-
-def partitions_gone(consumer: Consumer, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-    """The partitions that no longer exist: their topic is missing from the cluster's metadata
-    (or reported UNKNOWN_TOPIC_OR_PART), or has fewer partitions now (it was deleted and
-    recreated; Kafka never shrinks a topic). A topic with any other error (e.g.
-    LEADER_NOT_AVAILABLE in an election) is not gone. Two metadata answers a second apart
-    must agree, so one broker's stale view cannot drop a partition."""
-    suspects = sorted(partitions)
-    for attempt in range(2):
-        if attempt:
-            time.sleep(_GONE_CONFIRM_S)
-        topics = consumer.list_topics(timeout=_METADATA_TIMEOUT_S).topics
-        suspects = [tp for tp in suspects if _absent(topics.get(tp.topic), tp.partition)]
-        if not suspects:
-            break
-    return suspects
-
-
-def _absent(topic: Optional[object], partition: int) -> bool:
-    """Whether metadata says a partition does not exist (not merely: is unavailable now)."""
-    if topic is None:
-        return True
-    error = getattr(topic, "error", None)
-    if error is not None:
-        return error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    return partition not in getattr(topic, "partitions", {})

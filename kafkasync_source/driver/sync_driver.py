@@ -30,7 +30,7 @@ from kafkasync_source.driver.group_commit import GroupCommitter
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.event_time import record_time, time_source
-from kafkasync_source.executor.range_reader import KafkaSyncDataLossError
+from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.metrics.listener import emit_event_time_lag_ms, live_report
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, plan_from_index
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset

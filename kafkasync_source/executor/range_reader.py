@@ -27,7 +27,6 @@ from pyspark.sql.types import StructType
 from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import SourceOptions
-from kafkasync_source.driver.offset_reader import partitions_gone
 from kafkasync_source.event_time import (
     NO_TIME,
     PARTITION_TIME,
@@ -37,6 +36,8 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer
+from kafkasync_source.kafka.errors import KafkaSyncDataLossError
+from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.spark.schema import arrow_schema
 
@@ -61,10 +62,6 @@ range fails only after kafkaConsumer.pollTimeoutMs without a record."""
 _TRANSIENT_LOG_INTERVAL_S = 10.0
 _MAX_TIMESTAMP_MS = np.iinfo(np.int64).max // 1000
 """Spark timestamps are int64 microseconds: larger record timestamps (ms) cannot be converted."""
-
-
-class KafkaSyncDataLossError(RuntimeError):
-    """Records a batch needs are gone from Kafka (retention, truncation) and failOnDataLoss=true."""
 
 
 @dataclass(frozen=True)
