@@ -25,6 +25,7 @@ from pyspark.errors import StreamingQueryException
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.backfills import spans
 from kafkasync_dev.testing.broker import KafkaBroker
+from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
 from kafkasync_source.spark.source import register
 
@@ -143,17 +144,7 @@ def reader(spark, bootstrap: str, topic: str, **options):
 
 
 def live_rows(spark, bootstrap: str, topic: str, checkpoint, done, timeout_s: float = 90, **options):
-    """A live query (processingTime trigger) until ``done(rows)``, it fails, or ``timeout_s``
-    passes: (rows as (partition, offset, event ms), the query, still running unless it failed)."""
-    rows: list = []
-    query = (reader(spark, bootstrap, topic, **options)
-             .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").writeStream
-             .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
-             .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
-    deadline = time.monotonic() + timeout_s
-    while query.isActive and not done(rows) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return rows, query
+    return event_time_rows(reader(spark, bootstrap, topic, **options), checkpoint, done, timeout_s)
 
 
 def progress_with_rows(query, expected_rows: int, timeout_s: float = 30) -> list[dict]:

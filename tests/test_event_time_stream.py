@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.backfills import spans
+from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.executor.range_reader import RangeReader
@@ -297,17 +298,8 @@ def test_max_event_time_per_trigger_steps_through_the_payloads_time(spark, kafka
 # --- Real data: values that are not times, checkpoints from before, heartbeats -----------------
 
 def _live_rows(spark, bootstrap, topic, checkpoint, expected_rows, timeout_s=90, **options):
-    """Run a live query (processingTime trigger) until it has ``expected_rows`` rows, failed,
-    or ``timeout_s`` passed: (rows as (partition, offset, event ms), the query)."""
-    rows: list = []
-    query = (reader(spark, bootstrap, topic, **options)
-             .selectExpr("partition", "offset", "unix_millis(eventTime) AS event").writeStream
-             .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
-             .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
-    deadline = time.monotonic() + timeout_s
-    while query.isActive and len(rows) < expected_rows and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return rows, query
+    return event_time_rows(reader(spark, bootstrap, topic, **options), checkpoint,
+                           lambda rows: len(rows) >= expected_rows, timeout_s)
 
 
 @pytest.mark.parametrize("on_invalid", ["skip", "fail"])
