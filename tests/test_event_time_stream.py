@@ -386,9 +386,10 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     beating.start()
     try:
         time.sleep(0.5)  # heartbeats buffered before the query starts
-        rows, query = _live_rows(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", 6 + 1_000,
-                                 timeout_s=20, **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip",
-                                                  "max.task.idle.ms": 1000})
+        stream = reader(spark, kafka_cluster.bootstrap_servers, topic, **{
+            "eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip", "max.task.idle.ms": 1000})
+        rows, query = event_time_rows(stream, tmp_path / "cp", timeout_s=20,
+                                      done=lambda rows: sum(row.partition == 1 for row in rows) >= 6)
         query.stop()
     finally:
         stop_beating.set()
