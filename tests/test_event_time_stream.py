@@ -377,10 +377,15 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     timed = [Record(1, WRITTEN + i, None, payload(T + i)) for i in range(6)]
     kafka_cluster.produce(topic, timed)
     stop_beating = threading.Event()
+    beats, beat_failures = [], []
 
     def beat() -> None:
         while not stop_beating.wait(0.1):
-            kafka_cluster.produce(topic, [Record(0, WRITTEN, None, b'{"heartbeat": true}')])
+            try:  # produce() checks the delivery report; a failure must fail the test, not the thread
+                beats.extend(kafka_cluster.produce(topic, [Record(0, WRITTEN, None, b'{"heartbeat": true}')]))
+            except Exception as err:  # noqa: BLE001 - reported below
+                beat_failures.append(err)
+                return
 
     beating = threading.Thread(target=beat, daemon=True)
     beating.start()
@@ -394,5 +399,7 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     finally:
         stop_beating.set()
         beating.join(10)
+    assert not beat_failures and len(beats) >= 10, "heartbeats kept arriving while the query ran"
     assert sorted(row.event for row in rows if row.partition == 1) == [T + i for i in range(6)]
-    assert all(row.event is None for row in rows if row.partition == 0)
+    heartbeats_read = [row.event for row in rows if row.partition == 0]
+    assert heartbeats_read and set(heartbeats_read) == {None}, "heartbeats are read, with no time"
