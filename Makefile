@@ -101,13 +101,14 @@ demo: venv
 # The real-broker suite. Its broker: KAFKASYNC_BOOTSTRAP, else KAFKA_HOME, else the official
 # Apache Kafka $(KAFKA_VERSION) release jars from Maven Central (resolved once into
 # ~/.cache/kafkasync/, which needs mvn and Java 17+), else Docker (integration/conftest.py).
-# A 3.x release runs the subset marked `compat`.
+# A 3.x release runs the subset marked `compat`. The 15 slowest tests are printed: CI time is
+# budgeted, and the integration step is most of it.
 KAFKA_VERSION ?= 4.3.1
 integration: venv
 	@if [ -z "$$KAFKASYNC_BOOTSTRAP$$KAFKA_HOME" ]; then \
 	  $(PY) -m kafkasync_dev.testing.kafka_dist $(KAFKA_VERSION) >/dev/null || \
 	  echo "make integration: no broker from Maven Central; it needs mvn and Java 17+ (see above)." >&2; fi
-	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
+	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs --durations=15 $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
 # format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven
 # Central serves none for some releases (4.3.0), so this runs in a virtualenv of the newest
