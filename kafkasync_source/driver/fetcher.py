@@ -202,6 +202,9 @@ class DriverFetcher:
         self._generation = 0  # bumped on every re-assignment: drops in-flight stale messages
         self._error: Optional[KafkaSyncFetchError] = None
         self._where: Optional[str] = None  # the record whose time is being taken, for errors
+        self.records_read = 0
+        """Messages this consumer handed over since the query started (the live report's
+        ``driverRecordsRead``): what planning costs in records read twice."""
         self._stopping = threading.Event()
         self._has_work = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafkasync-fetcher", daemon=True)
@@ -359,6 +362,7 @@ class DriverFetcher:
             return
         # Each record's time is taken outside the lock: with a Python extractor that is
         # 5-20 us a record, which latestOffset (snapshot) would otherwise wait for.
+        self.records_read += len(messages)
         times = self._times_of(messages)
         with self._lock:
             if generation == self._generation:

@@ -38,7 +38,7 @@ from confluent_kafka.cimpl import _AdminClientImpl
 from kafkasync_source.config.client_config import consumer_group_id, non_consumer_settings
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError
-from kafkasync_source.event_time import KAFKA_TIMESTAMP
+from kafkasync_source.event_time import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.planning.known_answers import KnownFirstOffsets
 from kafkasync_source.planning.offsets import SyncOffset
@@ -47,6 +47,9 @@ from kafkasync_source.planning.planner import PartitionState, TopicPartition
 logger = logging.getLogger(__name__)
 
 _EMPTY = np.empty(0, dtype=np.int64)
+
+FirstRecordAnswers = Mapping[TopicPartition, Optional[tuple[int, int]]]
+"""What :data:`~kafkasync_source.planning.index_planner.FirstRecords` answers."""
 
 _REQUEST_TIMEOUT_S = 5.0
 """A healthy broker answers ListOffsets in milliseconds; a deleted topic or a broker that is
@@ -79,14 +82,27 @@ way: the cached metadata may still name it."""
 _REMEMBERED_RECORDS = 100_000
 """Answers of :meth:`TimeIndexReader.first_records` kept (oldest dropped first)."""
 _PROBE_TIMEOUT_S = 10.0
+_MOST_SKIPPED = 10_000
+"""Records without an event time (``eventTime.onInvalid=skip``) a probe reads past before it
+gives up and the fetch path plans the batch: a partition of heartbeats is read in full there
+once, not at every probe."""
 
 
 class RecordProbe:
-    """A consumer that reads the first record at given offsets, for checking what the time
-    index answered (:data:`~kafkasync_source.planning.index_planner.FirstRecords`). Created on first
-    use: most queries on plain topics need few checks, and the reader is pickled."""
+    """A consumer that reads the first record at given offsets: for checking what the time
+    index answered (:data:`~kafkasync_source.planning.index_planner.FirstRecords`), and, with
+    ``eventTime.order=nonDecreasing``, as the index itself (:mod:`kafkasync_source.driver.
+    probe_index`). Its consumer is created on first use: most queries on plain topics need few
+    checks, and the reader is pickled.
 
-    def __init__(self, client_config: Mapping[str, str]) -> None:
+    A record's time comes from ``record_time``, the one event-time seam the fetcher and the
+    executors use. A record that takes no part in synchronization (:data:`SKIPPED`) is read
+    past, as the fetcher does not buffer it: the answer is the first record that does."""
+
+    def __init__(self, client_config: Mapping[str, str], record_time: RecordTime = KAFKA_TIMESTAMP) -> None:
+        self._record_time = record_time
+        self.records_read = 0
+        """Records this probe's consumer handed over since the query started."""
         self._config = {
             **client_config,
             "group.id": consumer_group_id(client_config),
@@ -105,20 +121,25 @@ class RecordProbe:
         }
         self._consumer: Optional[Consumer] = None
 
-    def first_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+    def first_records(self, offsets: Mapping[TopicPartition, int], ends: Optional[Mapping[TopicPartition, int]] = None
+                      ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """The first readable record at or after each offset, None where the partition ends
-        (at the readable end) before one."""
+        (at the readable end, or at its ``ends`` entry) before one."""
+        ends = ends or {}
         if self._consumer is None:
             self._consumer = Consumer(with_python_logging(self._config))
         consumer = self._consumer
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()])
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        skipped: dict[TopicPartition, int] = {}
         paused: list[KafkaTopicPartition] = []
         deadline = time.monotonic() + _PROBE_TIMEOUT_S
         try:
             while len(answers) < len(offsets) and time.monotonic() < deadline:
                 answered = []
-                for message in consumer.consume(len(offsets) - len(answers), 0.1):
+                messages = consumer.consume(len(offsets) - len(answers), 0.1)
+                self.records_read += len(messages)
+                for message in messages:
                     topic, partition, offset = message.topic(), message.partition(), message.offset()
                     if topic is None or partition is None:  # a client-level error: none here
                         continue
@@ -128,8 +149,18 @@ class RecordProbe:
                     error = message.error()
                     if error is None:
                         assert offset is not None  # a record read has its offset
-                        # The index answers about Kafka timestamps: compare the record's own.
-                        answers[tp] = (offset, KAFKA_TIMESTAMP.time_of(message))
+                        if offset >= ends.get(tp, offset + 1):
+                            answers[tp] = None
+                            answered.append(KafkaTopicPartition(tp.topic, tp.partition))
+                            continue
+                        code = self._time_of(tp, message)
+                        if code == SKIPPED:
+                            skipped[tp] = skipped.get(tp, 0) + 1
+                            if skipped[tp] > _MOST_SKIPPED:
+                                raise IndexCannotAnswer({tp: f"more than {_MOST_SKIPPED} records from offset "
+                                                             f"{offsets[tp]} on have no event time"})
+                            continue
+                        answers[tp] = (offset, code)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         answers[tp] = None
                     else:
@@ -149,6 +180,15 @@ class RecordProbe:
             raise IndexCannotAnswer(missing, lookup_failed=True)
         return answers
 
+    def _time_of(self, tp: TopicPartition, message: Any) -> int:
+        """The record's time code. A time that fails the query (``eventTime.onInvalid=fail``)
+        is the fetch path's to report, once every record before it was processed."""
+        try:
+            return self._record_time.time_of(message)
+        except KafkaSyncEventTimeError as err:
+            raise IndexCannotAnswer({tp: f"a record read at offset {message.offset()} has no event time "
+                                         f"({err})"}) from None
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
@@ -160,13 +200,14 @@ class TimeIndexReader:
 
     def __init__(self, client_config: Mapping[str, str], *, retries: int = 3,
                  retry_interval_ms: int = 1000, fall_back_on_failure: bool = False,
-                 give_up_after_ms: int = 120_000) -> None:
+                 give_up_after_ms: int = 120_000, record_time: RecordTime = KAFKA_TIMESTAMP) -> None:
         """``fall_back_on_failure`` (``planningMode=auto``): a failed look-up is not retried
         but raises :class:`IndexCannotAnswer`, so that the batch is planned from fetched
         records, whose errors (a deleted topic, lost records) the fetch path reports — until
         look-ups have failed for ``give_up_after_ms`` (``kafkaConsumer.pollTimeoutMs``)
         without one success: the cluster is then unreachable, and the query fails naming the
-        brokers, the error and how long. Otherwise a look-up is retried ``retries`` times."""
+        brokers, the error and how long. Otherwise a look-up is retried ``retries`` times.
+        ``record_time``: the seam :meth:`first_records` reads a record's time with."""
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
@@ -178,7 +219,7 @@ class TimeIndexReader:
         self._failing_since: Optional[float] = None
         self._bootstrap = client_config.get("bootstrap.servers", "")
         self._retry_interval_s = retry_interval_ms / 1000
-        self._probe = RecordProbe(client_config)
+        self._probe = RecordProbe(client_config, record_time)
         self._first_records: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
         self._no_records_until: dict[tuple[TopicPartition, int], int] = {}
         """Per (partition, offset), an end below which a probe found nothing to read there
@@ -254,7 +295,7 @@ class TimeIndexReader:
         if not asking:
             return answers
         self.record_rounds += 1
-        found = self._probe.first_records(asking)
+        found = self._probe.first_records(asking, {tp: ranges[tp][1] for tp in asking})
         for tp, record in found.items():
             if record is not None:
                 _remember(self._first_records, (tp, asking[tp]), record)
@@ -265,6 +306,11 @@ class TimeIndexReader:
                 _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
             answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
         return answers
+
+    @property
+    def records_read(self) -> int:
+        """Records the driver read to check (or, for an event time, to give) answers."""
+        return self._probe.records_read
 
     def close(self) -> None:
         """AdminClient has no close(); dropping the reference destroys the handle."""
@@ -423,13 +469,7 @@ class TimeIndexPath:
         largest.update(self.reader.largest([tp for tp in latest if tp not in largest]))
         self._largest = {tp: (latest[tp], answer) for tp, answer in largest.items()  # type: ignore[misc]
                          if answer is not None and latest[tp] is not None}
-        moved_back = {
-            tp: f"the brokers gave no latest offset (librdkafka returned {end}; see first_offsets)"
-            if end < _UNKNOWN_OFFSET else
-            f"its log now ends at offset {end}, below the position "
-            f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
-            for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
-        }
+        moved_back = moved_back_reasons(start, latest)
         if moved_back:
             self._largest = {}
             self._known.forget()
@@ -472,15 +512,38 @@ class TimeIndexPath:
         if silent:
             raise IndexCannotAnswer(silent)
 
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
+        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
+        return self.reader.first_records(ranges)
+
     @staticmethod
     def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
-        """The index's view as the live report and bounded runs read a fetch path's state:
-        nothing buffered, the readable end as the end offset."""
-        return {
-            tp: PartitionState(
-                start=state.start, offsets=_EMPTY, timestamps=_EMPTY, position=state.start,
-                end_offset=state.end_offset, partition_time=state.partition_time,
-                stop_offset=state.stop_offset,
-            )
-            for tp, state in states.items()
-        }
+        return report_states(states)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def moved_back_reasons(start: SyncOffset, latest: Mapping[TopicPartition, Optional[int]]) -> dict[TopicPartition, str]:
+    """Partitions whose readable end lies below the batch's start, and why: the fetch path
+    plans from where the log restarted."""
+    return {
+        tp: f"the brokers gave no latest offset (librdkafka returned {end}; see first_offsets)"
+        if end < _UNKNOWN_OFFSET else
+        f"its log now ends at offset {end}, below the position "
+        f"{start.partitions[tp].next_offset} (deleted and recreated, or truncated)"
+        for tp, end in latest.items() if end is not None and end < start.partitions[tp].next_offset
+    }
+
+
+def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
+    """An index path's view as the live report and bounded runs read a fetch path's state:
+    nothing buffered, the readable end as the end offset."""
+    return {
+        tp: PartitionState(
+            start=state.start, offsets=_EMPTY, timestamps=_EMPTY, position=state.start,
+            end_offset=state.end_offset, partition_time=state.partition_time,
+            stop_offset=state.stop_offset,
+        )
+        for tp, state in states.items()
+    }
