@@ -173,6 +173,21 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         ),
     ),
     OptionDoc(
+        ('eventTime.order',),
+        '`any`',
+        (
+            'what you promise of the event times within each partition. `any`: nothing — the driver '
+            'reads every record to plan, and batches are Kafka Streams\' order under any disorder. '
+            '`nonDecreasing`: no record\'s time is below an earlier record\'s of its partition (a '
+            'database\'s commit log, a table re-published in time order): the driver plans from a few '
+            'records read at chosen offsets (a binary search, `O(log n)` records a partition and trigger) '
+            'and the brokers send each record about once. The executors check the promise on every '
+            'record: one whose time is below its partition\'s time before it fails the query, naming '
+            'topic, partition, offset and both times (a partition\'s range in a batch is read by one '
+            'task, as with `includePartitionTime`). See [Event time from the record](../event-time.md)'
+        ),
+    ),
+    OptionDoc(
         ('driver.buffer.bytes',),
         '`33554432` (32 MiB)',
         (

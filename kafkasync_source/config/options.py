@@ -27,6 +27,7 @@ from kafkasync_source.event_time.options import (
     EXTRACTOR,
     FORMATS,
     INVALID_POLICIES,
+    ORDERS,
     USE_PARTITION_TIME,
     EventTimeOptions,
 )
@@ -137,9 +138,11 @@ class SourceOptions:
     @property
     def tracks_partition_time(self) -> bool:
         """Whether executors follow each partition's time through its range: for the
-        ``partitionTime`` column, or for records that take it as their event time."""
+        ``partitionTime`` column, for records that take it as their event time, or to check
+        ``eventTime.order=nonDecreasing`` on every record against the time before it."""
         return self.include_partition_time or (
-            self.event_time is not None and self.event_time.on_invalid == USE_PARTITION_TIME
+            self.event_time is not None
+            and (self.event_time.on_invalid == USE_PARTITION_TIME or self.event_time.non_decreasing)
         )
 
     @property
@@ -310,12 +313,13 @@ def _planning_mode(lowered: Mapping[str, str]) -> str:
 
 
 def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[EventTimeOptions]:
-    """``eventTime.jsonPath`` / ``.header`` / ``.extractor`` (at most one), ``eventTime.format``
-    and ``eventTime.onInvalid``. The path is compiled and the function imported here, so that a
+    """``eventTime.jsonPath`` / ``.header`` / ``.extractor`` (at most one), ``eventTime.format``,
+    ``eventTime.onInvalid`` and ``eventTime.order``. The path is compiled and the function imported here, so that a
     bad one fails at ``load()``."""
     given = {source: lowered[option.lower()] for source, option in EVENT_TIME_OPTIONS.items()
              if option.lower() in lowered}
-    modifiers = [name for name in ("eventTime.format", "eventTime.onInvalid") if name.lower() in lowered]
+    modifiers = [name for name in ("eventTime.format", "eventTime.onInvalid", "eventTime.order")
+                 if name.lower() in lowered]
     if not given:
         if modifiers:
             raise KafkaSyncOptionError(
@@ -350,6 +354,7 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[Even
         expression=expression.strip() if source == EXTRACTOR else expression,
         format=_one_of(lowered, "eventTime.format", FORMATS),
         on_invalid=_one_of(lowered, "eventTime.onInvalid", INVALID_POLICIES),
+        order=_one_of(lowered, "eventTime.order", ORDERS),
     )
     try:
         options.check()

@@ -15,6 +15,7 @@ from kafkasync_source.event_time.options import (
     USE_PARTITION_TIME,
     EventTimeOptions,
     KafkaSyncEventTimeError,
+    broken_order,
 )
 from kafkasync_source.event_time.seam import (
     KAFKA_TIMESTAMP,
@@ -41,6 +42,7 @@ __all__ = [
     "EventTimeOptions",
     "KafkaSyncEventTimeError",
     "RecordTime",
+    "broken_order",
     "parse_json_path",
     "record_time",
     "time_source",

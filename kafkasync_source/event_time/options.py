@@ -14,6 +14,12 @@ EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601 = "epochMillis", "epochSecond
 FORMATS = (EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601)
 FAIL, SKIP, USE_PARTITION_TIME, RECORD_TIMESTAMP = "fail", "skip", "partitionTime", "recordTimestamp"
 INVALID_POLICIES = (FAIL, SKIP, USE_PARTITION_TIME, RECORD_TIMESTAMP)
+ANY_ORDER, NON_DECREASING = "any", "nonDecreasing"
+ORDERS = (ANY_ORDER, NON_DECREASING)
+"""``eventTime.order``: what the user promises of the times within each partition. ``any``: nothing,
+so the driver reads every record to plan; ``nonDecreasing``: no record's time is below an earlier
+record's of its partition, so the driver plans from a few records read at chosen offsets
+(driver/probe_index.py) and the executors check the promise on every record they read."""
 
 class KafkaSyncEventTimeError(ValueError):
     """A record's event time cannot be had and ``eventTime.onInvalid=fail``, or the
@@ -31,6 +37,12 @@ class EventTimeOptions:
     """The JSONPath, the header's name, or ``package.module:function``."""
     format: str = EPOCH_MILLIS
     on_invalid: str = FAIL
+    order: str = ANY_ORDER
+
+    @property
+    def non_decreasing(self) -> bool:
+        """The user promised ``eventTime.order=nonDecreasing``."""
+        return self.order == NON_DECREASING
 
     @property
     def option(self) -> str:
@@ -53,6 +65,18 @@ class EventTimeOptions:
 
         record_time(self)
 
+
+
+def broken_order(topic: str, partition: int, offset: int, time: int, earlier: str) -> KafkaSyncEventTimeError:
+    """The error of a record that breaks ``eventTime.order=nonDecreasing``, wherever it is met
+    (the driver's probes or an executor's read): the record, its time and what it is below."""
+    return KafkaSyncEventTimeError(
+        f"kafkasync: {topic}-{partition} offset {offset} has event time {time}, below {earlier}: "
+        "eventTime.order=nonDecreasing promises that no record's time is below an earlier record's "
+        "of its partition. Remove the option to read such a topic (the driver then reads every "
+        "record, and batches follow Kafka Streams' order under any disorder); the query's "
+        "checkpoint stays valid."
+    )
 
 
 def record_name(record: Any) -> str:
