@@ -28,6 +28,7 @@ from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states,
 from kafkasync_source.driver.fetcher import DriverFetcher
 from kafkasync_source.driver.group_commit import GroupCommitter
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
+from kafkasync_source.driver.probe_index import ProbeIndexPath
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.event_time import record_time, time_source
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
@@ -47,8 +48,31 @@ from kafkasync_source.planning.rate_limit import TriggerDelay
 
 logger = logging.getLogger(__name__)
 
+PLANNING_RECORD_PROBES = "recordProbes"
+"""The live report's ``planning`` of a batch planned from records read at chosen offsets
+(``eventTime.order=nonDecreasing``), beside ``timeIndex`` and ``fetch``."""
+
 _MOST_FETCH_BATCHES = 64
 """The longest run of fetch-path batches before the time index is asked again."""
+
+
+def _index_path(options: SourceOptions) -> Optional[TimeIndexPath | ProbeIndexPath]:
+    """Where batches are planned without reading every record: the brokers' time index for
+    Kafka timestamps, records read at chosen offsets for an event time promised in order
+    (``eventTime.order=nonDecreasing``); None where only the fetch path can plan."""
+    event_time = options.event_time
+    if options.planning_mode == PLANNING_FETCH or (event_time is not None and not event_time.non_decreasing):
+        if event_time is not None and options.planning_mode != PLANNING_FETCH:
+            logger.info("kafkasync: %s: batches are planned from records the driver reads, since the "
+                        "brokers' time index knows Kafka timestamps only (eventTime.order=nonDecreasing "
+                        "lets it read a few).", event_time.describe())
+        return None
+    reader = TimeIndexReader(
+        options.client_config, **options.offset_reader_settings(),
+        fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
+        give_up_after_ms=options.poll_timeout_ms, record_time=record_time(event_time),
+    )
+    return TimeIndexPath(reader) if event_time is None else ProbeIndexPath(reader)
 
 
 def wall_clock_ms() -> int:
@@ -63,17 +87,7 @@ class SyncDriver:
         self._options = options
         self._clock = clock
         self._fetcher: Optional[DriverFetcher] = None  # started on the first fetch-path batch
-        if options.event_time is not None:
-            logger.info("kafkasync: %s: batches are planned from records the driver reads, since the "
-                        "brokers' time index knows Kafka timestamps only.", options.event_time.describe())
-        self._time_index = (
-            None if options.planning_mode == PLANNING_FETCH or options.event_time is not None
-            else TimeIndexPath(TimeIndexReader(
-                options.client_config, **options.offset_reader_settings(),
-                fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
-                give_up_after_ms=options.poll_timeout_ms,
-            ))
-        )
+        self._time_index = _index_path(options)
         self._fetch_batches = 0
         """After the index could not answer: batches to plan from fetched records before the
         index is asked again."""
@@ -84,7 +98,7 @@ class SyncDriver:
         trigger, whose rounds of look-ups and checks it would only pay for again."""
         self._fallbacks_logged: set[tuple[TopicPartition, str]] = set()
         self.planning: Optional[str] = None
-        """The path that planned the latest decision: ``timeIndex`` or ``fetch``."""
+        """The path that planned the latest decision: ``timeIndex``, ``recordProbes`` or ``fetch``."""
         rate = options.rate_limits
         self._trigger_delay = (
             TriggerDelay(rate.min_offsets_per_trigger, rate.max_trigger_delay_ms)
@@ -114,7 +128,7 @@ class SyncDriver:
         if self._fetcher is not None:
             self._fetcher.close()
         if self._time_index is not None:
-            self._time_index.reader.close()
+            self._time_index.close()
         self._offset_reader.close()
         if self._group_committer is not None:
             self._group_committer.close()
@@ -129,7 +143,15 @@ class SyncDriver:
             report["delayedBy"] = self.delayed
         if self._options.event_time is not None:
             report["eventTime"] = self._options.event_time.describe()
+        report["driverRecordsRead"] = self.records_read
         return report
+
+    @property
+    def records_read(self) -> int:
+        """Records the driver read since the query started: every record on the fetch path,
+        a few per partition and trigger on an index path."""
+        return ((self._fetcher.records_read if self._fetcher is not None else 0)
+                + (self._time_index.reader.records_read if self._time_index is not None else 0))
 
     def commit(self, processed: SyncOffset) -> None:
         if self._group_committer is not None:
@@ -137,7 +159,7 @@ class SyncDriver:
 
     def initial_offset(self) -> SyncOffset:
         partitions = self._offset_reader.partitions(self._options.subscription, must_exist=True)
-        if self._time_index is not None and self._options.planning_mode == PLANNING_TIME_INDEX:
+        if isinstance(self._time_index, TimeIndexPath) and self._options.planning_mode == PLANNING_TIME_INDEX:
             try:
                 self._time_index.check_answers(partitions)
             except IndexCannotAnswer as cannot:
@@ -242,7 +264,7 @@ class SyncDriver:
             if self._delayed(states, read_all, stop_offsets):
                 return _DELAYED
             cut = plan_from_index(
-                indexed, self._time_index.first_offsets(start), self._time_index.reader.first_records,
+                indexed, self._time_index.first_offsets(start), self._time_index.first_records,
                 now_ms=self._clock(),
                 max_task_idle_ms=self._options.max_task_idle_ms, idle_since=self._idle_since,
                 limits=limits,
@@ -259,7 +281,7 @@ class SyncDriver:
             return None
         if self._fetcher is not None:
             self._fetcher.position_at({})  # the driver stops fetching records
-        self.planning = PLANNING_TIME_INDEX
+        self.planning = PLANNING_TIME_INDEX if isinstance(self._time_index, TimeIndexPath) else PLANNING_RECORD_PROBES
         self._fallbacks_in_a_row = 0
         return cut, states
 

@@ -1,0 +1,91 @@
+"""Driver side: the time index's answers for an event time, from records read at chosen offsets.
+
+With ``eventTime.order=nonDecreasing`` a partition's records are in time order, so the largest
+time of a window is its last record's and ``first(t)`` is a binary search
+(:mod:`kafkasync_source.planning.record_search`). This path feeds
+:func:`~kafkasync_source.planning.index_planner.plan_from_index` as
+:class:`~kafkasync_source.driver.time_index.TimeIndexPath` does, with the readable end from
+ListOffsets (``latest``, one request per leader) and the times from single records fetched
+through the query's event-time seam (:class:`~kafkasync_source.driver.time_index.RecordProbe`):
+per trigger one round for the windows' last records (a partition whose end has not moved is
+answered from memory), and ``O(log n)`` rounds for a cut inside a window, all partitions in the
+same rounds. The executors read every record and check the promise on each.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from kafkasync_source.driver.time_index import FirstRecordAnswers, TimeIndexReader, moved_back_reasons, report_states
+from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
+from kafkasync_source.planning.offsets import SyncOffset
+from kafkasync_source.planning.planner import PartitionState, TopicPartition
+from kafkasync_source.planning.record_search import OrderedRecords
+
+
+class ProbeIndexPath:
+    """The planner's input for partitions whose event times do not go backwards: per batch
+    start, :class:`IndexedPartition` with the window's last record as its largest time."""
+
+    def __init__(self, reader: TimeIndexReader) -> None:
+        self.reader = reader
+        self._records = OrderedRecords(reader.first_records)
+        self._windows: dict[TopicPartition, tuple[int, int]] = {}
+        self._partition_times: dict[TopicPartition, int] = {}
+
+    @property
+    def records_read(self) -> int:
+        """Records the driver's probes read since the query started."""
+        return self.reader.records_read
+
+    def observe(
+        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
+    ) -> dict[TopicPartition, IndexedPartition]:
+        """What the partitions of ``start`` hold now. In a bounded run, partitions at or past
+        their stop offset (or outside the run) are FINISHED unasked."""
+        active = [
+            tp for tp, position in start.partitions.items()
+            if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
+        ]
+        latest = self.reader.latest(active)
+        moved_back = moved_back_reasons(start, latest)
+        if moved_back:
+            self._records.forget()
+            raise IndexCannotAnswer(moved_back)
+        self._partition_times = {tp: position.partition_time for tp, position in start.partitions.items()}
+        self._windows = {}
+        for tp, end in latest.items():
+            if end is not None:
+                stop = end if stop_offsets is None else min(end, stop_offsets.get(tp, end))
+                self._windows[tp] = (start.partitions[tp].next_offset, stop)
+        self._records.forget({tp: begin for tp, (begin, _) in self._windows.items()})
+        last = self._records.last_records(self._windows, self._partition_times)
+        states = {}
+        for tp, position in start.partitions.items():
+            offset = position.next_offset
+            if tp in latest:
+                stop_offset = None if stop_offsets is None else stop_offsets[tp]
+                begin, end = self._windows.get(tp, (offset, offset))
+                states[tp] = IndexedPartition(offset, latest[tp], last.get(tp), position.partition_time, stop_offset,
+                                              holds_records=end <= begin or last.get(tp) is not None)
+            else:
+                states[tp] = IndexedPartition(offset, None, None, position.partition_time, stop_offset=offset)
+        return states
+
+    def first_offsets(self, start: SyncOffset) -> FirstOffsets:
+        """``first(t)`` within each window of the batch from ``start`` (:meth:`observe` first)."""
+        def first_offsets(times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+            windows = {tp: self._windows.get(tp, (start.partitions[tp].next_offset,) * 2) for tp in times}
+            return self._records.first_at_or_above(times, windows, self._partition_times)
+        return first_offsets
+
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
+        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
+        return self.reader.first_records(ranges)
+
+    @staticmethod
+    def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
+        return report_states(states)
+
+    def close(self) -> None:
+        self.reader.close()

@@ -1,0 +1,242 @@
+"""The time index's answers from records read at chosen offsets, where times do not go backwards.
+
+Why this exists
+---------------
+With ``eventTime.*`` the brokers' time index cannot help (it knows Kafka timestamps only), and
+the fetch path reads every record on the driver before the executors read it again. What
+:func:`~kafkasync_source.planning.index_planner.plan_from_index` needs of a partition's window
+``[start, end)`` is its largest time and ``first(t)``, the first record whose time is >= t. When
+the user promises ``eventTime.order=nonDecreasing`` — no record's time is below an earlier
+record's of its partition — both follow from a few records:
+
+* the largest time is the last record's: read the record before ``end`` (going back 1, 4, 16 ...
+  offsets past transaction markers, aborted records and records without a time, then
+  bisecting forward);
+* ``first(t)`` is a binary search over offsets: the first record at or after the middle answers
+  on which side the first record >= t lies.
+
+Each round asks every partition at once (one :data:`FirstRecords` call: one fetch per leader),
+``O(log n)`` rounds, and every record read is remembered: under the promise the records read so
+far, in offset order, are in time order too, so they narrow every later search (of this
+trigger's rate-limit levels, and of later triggers: the log is append-only).
+
+Records without a time of their own
+-----------------------------------
+A record whose time is :data:`~kafkasync_source.event_time.SKIPPED` takes no part in
+synchronization; the probe reads past it (:class:`~kafkasync_source.driver.time_index.RecordProbe`),
+as the fetcher does not buffer it. One that takes its partition's time (no Kafka timestamp,
+``eventTime.onInvalid=partitionTime``) has a time only its predecessors tell: the search raises
+:class:`~kafkasync_source.planning.index_planner.IndexCannotAnswer` and the fetch path, which
+reads them, plans the batch.
+
+A broken promise
+----------------
+A record read here whose time is below a record's before it (or below the partition time the
+batch starts from) breaks the promise: :func:`~kafkasync_source.event_time.broken_order`
+names both records, and the query fails. Records the driver does not read are checked by the
+executors, which read them all (:mod:`kafkasync_source.executor.range_reader`).
+
+Pure: records are asked through the ``first_records`` callable; no clock, no client.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Mapping, Optional
+
+from kafkasync_source.event_time import broken_order
+from kafkasync_source.planning.index_planner import FirstRecords, IndexCannotAnswer
+from kafkasync_source.planning.planner import TopicPartition
+
+__all__ = ["OrderedRecords"]
+
+_MOST_REMEMBERED = 4_096
+"""Records remembered per partition (those before the query's position are dropped first)."""
+
+
+class _Known:
+    """The records of one partition read so far, in offset order, and so in time order."""
+
+    __slots__ = ("offsets", "times")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.times: list[int] = []
+
+    def add(self, tp: TopicPartition, offset: int, time: int) -> None:
+        """Remember a record; raise where it breaks the order of those known."""
+        at = bisect.bisect_left(self.offsets, offset)
+        if at < len(self.offsets) and self.offsets[at] == offset:
+            return
+        if at > 0 and self.times[at - 1] > time:
+            raise broken_order(tp.topic, tp.partition, offset, time,
+                               f"{self.times[at - 1]} at offset {self.offsets[at - 1]}")
+        if at < len(self.offsets) and self.times[at] < time:
+            raise broken_order(tp.topic, tp.partition, self.offsets[at], self.times[at],
+                               f"{time} at offset {offset}")
+        self.offsets.insert(at, offset)
+        self.times.insert(at, time)
+
+    def forget_before(self, start: int) -> None:
+        drop = bisect.bisect_left(self.offsets, start)
+        if len(self.offsets) - drop > _MOST_REMEMBERED:
+            drop = len(self.offsets) - _MOST_REMEMBERED
+        del self.offsets[:drop], self.times[:drop]
+
+    def search(self, time: int, start: int, end: int, partition_time: int) -> "_Search":
+        """The search for the first record >= time in ``[start, end)``, narrowed by the
+        records known: the last one below the time, the first one at or above it."""
+        first = bisect.bisect_left(self.offsets, start)
+        last = bisect.bisect_left(self.offsets, end)
+        at = bisect.bisect_left(self.times, time, first, last)
+        below = (self.offsets[at - 1], self.times[at - 1]) if at > first else (
+            (start - 1, partition_time) if 0 <= partition_time < time else None)
+        if at < last:
+            return _Search(time, self.offsets[at - 1] + 1 if at > first else start, self.offsets[at],
+                           below, (self.offsets[at], self.times[at]))
+        return _Search(time, self.offsets[at - 1] + 1 if at > first else start, end, below, None)
+
+
+class _Search:
+    """One partition's search for the first record >= ``time``: it lies in ``[low, high)`` or
+    is ``found``. Each step reads the first record at a guess: where its time is expected
+    (interpolated between the record known below and ``found``: a backfill's times rise
+    about evenly, so a few steps land on it), or, after a guess that did not halve the
+    range, the middle (so no search takes more than twice the rounds of a bisection)."""
+
+    __slots__ = ("time", "low", "high", "below", "found", "interpolate")
+
+    def __init__(self, time: int, low: int, high: int, below: Optional[tuple[int, int]],
+                 found: Optional[tuple[int, int]]) -> None:
+        self.time, self.low, self.high, self.below, self.found = time, low, high, below, found
+        self.interpolate = True
+
+    @property
+    def open(self) -> bool:
+        return self.low < self.high
+
+    def guess(self) -> int:
+        middle = (self.low + self.high) // 2
+        if not (self.interpolate and self.below is not None and self.found is not None):
+            return middle
+        (low_offset, low_time), (high_offset, high_time) = self.below, self.found
+        expected = low_offset + (self.time - low_time) * (high_offset - low_offset) // max(high_time - low_time, 1)
+        return min(max(expected, self.low), self.high - 1)
+
+    def learn(self, at: int, record: Optional[tuple[int, int]]) -> None:
+        """What the first record at or after ``at`` (None: none before ``high``) says."""
+        span = self.high - self.low
+        if record is not None and record[1] < self.time:
+            self.low, self.below = record[0] + 1, record  # the first >= time lies after it
+        else:  # none in [at, high) is older: the first >= time is this record or before it
+            self.high = at
+            if record is not None:
+                self.found = record
+        self.interpolate = 2 * (self.high - self.low) <= span
+
+
+class OrderedRecords:
+    """``largest`` and ``first(t)`` of partitions whose times do not go backwards, from the
+    records ``first_records`` reads (see the module docstring)."""
+
+    def __init__(self, first_records: FirstRecords) -> None:
+        self._first_records = first_records
+        self._known: dict[TopicPartition, _Known] = {}
+        self.rounds = 0
+        """Rounds of record reads since the query started (each: one fetch per leader)."""
+
+    def forget(self, starts: Optional[Mapping[TopicPartition, int]] = None) -> None:
+        """Drop what lies before each start (all, without starts: a log that moved back)."""
+        if starts is None:
+            self._known.clear()
+            return
+        for tp in list(self._known):
+            if tp in starts:
+                self._known[tp].forget_before(starts[tp])
+            else:
+                del self._known[tp]
+
+    def last_records(self, windows: Mapping[TopicPartition, tuple[int, int]],
+                     partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """Per partition window ``(start, end)``, its last record with a time, as ``(time,
+        offset)``, or None where it holds none. Read first: the record before the end."""
+        empty_from = {tp: end for tp, (start, end) in windows.items() if end > start}
+        last: dict[TopicPartition, tuple[int, int]] = {}  # offset, time
+        steps = dict.fromkeys(empty_from, 1)
+        while steps:  # back from the end until a record is found: 1, 4, 16 ... offsets
+            asking = {tp: max(windows[tp][0], empty_from[tp] - step) for tp, step in steps.items()}
+            found = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
+            for tp, at in asking.items():
+                record = found.get(tp)
+                if record is not None:
+                    last[tp] = record
+                    del steps[tp]
+                else:
+                    empty_from[tp] = at
+                    if at > windows[tp][0]:
+                        steps[tp] *= 4
+                    else:
+                        del steps[tp]
+        while True:  # then forward: the last record lies in [found, empty_from)
+            asking = {tp: (offset + 1 + empty_from[tp]) // 2 for tp, (offset, _) in last.items()
+                      if offset + 1 < empty_from[tp]}
+            if not asking:
+                break
+            found = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
+            for tp, at in asking.items():
+                record = found.get(tp)
+                if record is not None:
+                    last[tp] = record
+                else:
+                    empty_from[tp] = at
+        return {tp: (last[tp][1], last[tp][0]) if tp in last else None for tp in windows}
+
+    def first_at_or_above(self, times: Mapping[TopicPartition, int],
+                          windows: Mapping[TopicPartition, tuple[int, int]],
+                          partition_times: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """Per partition, the first record of its window whose time is >= the time, as
+        ``(offset, time)``; None where there is none: :data:`~kafkasync_source.planning.
+        index_planner.FirstOffsets` over the window (never an answer before its start)."""
+        searches = {tp: self._known_of(tp).search(time, *windows[tp], partition_times.get(tp, -1))
+                    for tp, time in times.items()}
+        while True:
+            asking = {tp: search.guess() for tp, search in searches.items() if search.open}
+            if not asking:
+                break
+            found = self._read({tp: (at, searches[tp].high) for tp, at in asking.items()}, partition_times)
+            for tp, at in asking.items():
+                searches[tp].learn(at, found.get(tp))
+        return {tp: search.found for tp, search in searches.items()}
+
+    def _known_of(self, tp: TopicPartition) -> _Known:
+        known = self._known.get(tp)
+        if known is None:
+            known = self._known[tp] = _Known()
+        return known
+
+    def _read(self, ranges: Mapping[TopicPartition, tuple[int, int]],
+              partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """One round: the first record with a time in each ``[offset, end)``, remembered and
+        checked against the promise."""
+        self.rounds += 1
+        found = self._first_records(ranges)
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        untimed = {}
+        for tp, (_, end) in ranges.items():
+            record = found.get(tp)
+            if record is None or record[0] >= end:
+                answers[tp] = None
+                continue
+            if record[1] < 0:
+                untimed[tp] = (f"the record at offset {record[0]} takes its time from the records "
+                               "before it (no Kafka timestamp, or eventTime.onInvalid=partitionTime)")
+                continue
+            if record[1] < partition_times.get(tp, -1):
+                raise broken_order(tp.topic, tp.partition, record[0], record[1],
+                                   f"the partition's time {partition_times[tp]} before the batch")
+            self._known_of(tp).add(tp, record[0], record[1])
+            answers[tp] = record
+        if untimed:
+            raise IndexCannotAnswer(untimed)
+        return answers

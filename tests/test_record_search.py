@@ -1,0 +1,146 @@
+"""Planning from records read at chosen offsets (``eventTime.order=nonDecreasing``), without Kafka.
+
+The model log answers ``first_records`` as :class:`~kafkasync_source.driver.time_index.RecordProbe`
+does on a broker: per ``(offset, end)`` the first record a consumer is handed in ``[offset, end)``
+with a time of its own or one taken from its partition, reading past records whose time is
+SKIPPED (the probe's rule) and past offsets no consumer reads (transaction markers, aborted
+records: ``None`` in the model). The same probe on the embedded cluster and a real broker is
+in tests/test_event_time_stream.py and integration/test_event_time_broker.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
+from kafkasync_source.planning.index_planner import IndexCannotAnswer
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.planning.record_search import OrderedRecords
+
+TP = TopicPartition("orders", 0)
+
+
+class ModelLog:
+    """Offsets 0..n-1 of partitions, each a time code or None (no record a consumer reads)."""
+
+    def __init__(self, logs: dict[TopicPartition, list]) -> None:
+        self.logs = logs
+        self.rounds = 0
+        self.probes = 0
+
+    def first_records(self, ranges):
+        self.rounds += 1
+        answers = {}
+        for tp, (offset, end) in ranges.items():
+            self.probes += 1
+            answers[tp] = next(((at, code) for at, code in enumerate(self.logs[tp][offset:end], offset)
+                                if code is not None and code != SKIPPED), None)
+        return answers
+
+
+@st.composite
+def ordered_logs(draw):
+    """A partition in time order, with unreadable offsets and records without a time."""
+    length = draw(st.integers(1, 60))
+    steps = draw(st.lists(st.integers(0, 3), min_size=length, max_size=length))
+    kinds = draw(st.lists(st.sampled_from(["record"] * 6 + ["marker", "skipped"]), min_size=length, max_size=length))
+    times, time = [], 100
+    for step, kind in zip(steps, kinds):
+        time += step
+        times.append(time if kind == "record" else None if kind == "marker" else SKIPPED)
+    return times
+
+
+def timed(log, start, end):
+    return [(offset, code) for offset, code in enumerate(log[start:end], start) if code is not None and code >= 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(log=ordered_logs(), data=st.data())
+def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, data):
+    start = data.draw(st.integers(0, len(log) - 1))
+    end = data.draw(st.integers(start, len(log)))
+    model = ModelLog({TP: log})
+    records = OrderedRecords(model.first_records)
+    windows = {TP: (start, end)}
+    everything = timed(log, start, end)
+    last = records.last_records(windows, {TP: -1})[TP]
+    assert last == (None if not everything else (everything[-1][1], everything[-1][0]))
+    for time in data.draw(st.lists(st.integers(90, 300), min_size=1, max_size=6)):
+        expected = next(((offset, code) for offset, code in everything if code >= time), None)
+        assert records.first_at_or_above({TP: time}, windows, {TP: -1})[TP] == expected
+
+
+def test_a_million_offsets_are_searched_in_rounds_logarithmic_in_the_window_for_every_partition_at_once():
+    partitions = [TopicPartition("orders", p) for p in range(8)]
+    length = 1_000_000
+    model = ModelLog({tp: _Times(length, p) for p, tp in enumerate(partitions)})
+    records = OrderedRecords(model.first_records)
+    windows = {tp: (0, length) for tp in partitions}
+    last = records.last_records(windows, {})
+    assert last == {tp: (_Times(length, p)[length - 1], length - 1) for p, tp in enumerate(partitions)}
+    assert model.rounds == 1, "a partition that ends in a record is answered by its last offset"
+    found = records.first_at_or_above({tp: 1_000 + 3 * 400_000 + p for p, tp in enumerate(partitions)}, windows, {})
+    assert found == {tp: (400_000, 1_000 + 3 * 400_000 + p) for p, tp in enumerate(partitions)}
+    assert model.rounds <= 1 + math.ceil(math.log2(length)) + 1
+    assert model.probes <= 8 * model.rounds
+
+
+class _Times:
+    """A log of ``length`` records whose times rise by 3 from ``1,000 + partition``."""
+
+    def __init__(self, length: int, partition: int) -> None:
+        self.length, self.partition = length, partition
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.length))[:1]]  # the probe reads one
+        return 1_000 + self.partition + 3 * index
+
+
+def test_what_a_search_read_narrows_the_next_one():
+    log = list(range(100, 100 + 4096))
+    model = ModelLog({TP: log})
+    records = OrderedRecords(model.first_records)
+    windows = {TP: (0, len(log))}
+    records.first_at_or_above({TP: 2_000}, windows, {})
+    first = model.rounds
+    assert records.first_at_or_above({TP: 2_000}, windows, {})[TP] == (1_900, 2_000)
+    assert model.rounds == first, "the same search again is answered from the records read"
+    records.first_at_or_above({TP: 2_010}, windows, {})
+    assert model.rounds - first <= 5, "a nearby time is searched between the records read, not over the log"
+
+
+def test_a_record_below_an_earlier_one_breaks_the_promise_naming_both():
+    log = [100, 101, 102, 50, 103, 104, 105, 106]
+    records = OrderedRecords(ModelLog({TP: log}).first_records)
+    assert records.first_at_or_above({TP: 102}, {TP: (0, len(log))}, {})[TP] == (2, 102)  # read 4, 2, 1
+    with pytest.raises(KafkaSyncEventTimeError, match=r"orders-0 offset 3 has event time 50, below 102 at offset 2"):
+        records.first_at_or_above({TP: 60}, {TP: (3, len(log))}, {})  # reads 3
+
+
+def test_a_record_below_the_partition_time_before_the_batch_breaks_the_promise():
+    records = OrderedRecords(ModelLog({TP: [90, 95, 120]}).first_records)
+    with pytest.raises(KafkaSyncEventTimeError, match=r"orders-0 offset 1 has event time 95, below the partition's "
+                                                      r"time 100 before the batch"):
+        records.last_records({TP: (1, 2)}, {TP: 100})
+
+
+def test_a_record_that_takes_its_partitions_time_is_left_to_the_fetch_path():
+    records = OrderedRecords(ModelLog({TP: [100, PARTITION_TIME, 120]}).first_records)
+    with pytest.raises(IndexCannotAnswer, match="offset 1 takes its time from the records before it"):
+        records.last_records({TP: (1, 2)}, {TP: 100})
+
+
+def test_a_window_of_markers_and_records_without_a_time_has_no_last_record():
+    log = [100, None, SKIPPED, SKIPPED, None]
+    model = ModelLog({TP: log})
+    assert OrderedRecords(model.first_records).last_records({TP: (1, 5)}, {}) == {TP: None}
+    assert OrderedRecords(model.first_records).last_records({TP: (0, 5)}, {}) == {TP: (100, 0)}
