@@ -131,6 +131,11 @@ class IndexedPartition:
     """From the start offset (KIP-472), as on the fetch path."""
     stop_offset: Optional[int] = None
     """Bounded run (Trigger.AvailableNow): offsets at or after it are not part of the query."""
+    holds_records: bool = True
+    """False where the window up to the readable end holds no record that takes part in
+    synchronization, only records whose time is SKIPPED (``eventTime.onInvalid=skip``:
+    heartbeats) and offsets no consumer reads. As on the fetch path, where the driver buffers
+    no such record, the partition counts as empty: it idles, and a batch moves it over them."""
 
 
 class IndexCannotAnswer(Exception):
@@ -167,8 +172,10 @@ def _window(state: IndexedPartition) -> _Window:
     if end is not None and limit is not None:
         end = min(end, limit)
     stopped = limit is not None and end is not None and end >= limit
-    if end is not None and end > state.start:
+    if end is not None and end > state.start and state.holds_records:
         status = PartitionStatus.READY
+    elif stopped and not state.holds_records:
+        status = PartitionStatus.FINISHED
     elif limit is not None and state.start >= limit:
         status = PartitionStatus.FINISHED
     elif end is None:
@@ -594,7 +601,10 @@ def plan_from_index(
         # partition is read to its end: it must be a readable record's.
         index.check(checks, {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()})
         ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
-    if not any(end > windows[tp].start for tp, end in ends.items()):
+    # A window of records without a time is moved over by a batch, and makes none of its own
+    # (planner.plan_batch: a batch needs records), unless nothing waits (NEVER_WAIT).
+    if not any(end > windows[tp].start for tp, end in ends.items()
+               if partitions[tp].holds_records or max_task_idle_ms == NEVER_WAIT):
         ends, times, enforced = {}, {}, False
 
     decisions: dict[TopicPartition, PartitionDecision] = {}
