@@ -33,6 +33,7 @@ from kafkasync_source.event_time import (
     EventTimeOptions,
     KafkaSyncEventTimeError,
     RecordTime,
+    broken_order,
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer
@@ -151,6 +152,7 @@ class RangeReader:
             partition_time=kafka_range.partition_time if self.tracks_partition_time else None,
             partition_time_column=self.include_partition_time,
             event_time=None if self.event_time is None else record_time(self.event_time),
+            check_order=self.event_time is not None and self.event_time.non_decreasing,
         )
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
@@ -366,13 +368,17 @@ class _Columns:
         partition_time: Optional[int] = None,
         partition_time_column: bool = False,
         event_time: Optional[RecordTime] = None,
+        check_order: bool = False,
     ) -> None:
         """``partition_time``: the partition's time before the range's first record (-1: none),
         from which its running maximum continues; None where it is not followed.
         ``partition_time_column``: add it as ``partitionTime`` (``includePartitionTime``).
         ``event_time``: the ``eventTime.*`` seam; None: no ``eventTime`` column, and the
-        partition time follows the Kafka timestamps."""
+        partition time follows the Kafka timestamps. ``check_order``: fail on a record whose
+        time is below the partition time before it (``eventTime.order=nonDecreasing``: the
+        driver planned from a few records, on the user's word that the rest lie between)."""
         self._topic = topic
+        self._check_order = check_order
         self._include_headers = include_headers
         self._partition_time = partition_time
         self._partition_time_column = partition_time_column
@@ -447,6 +453,8 @@ class _Columns:
         after: Optional[np.ndarray] = None
         if self._partition_time is not None:
             before, after = self._partition_times(times)
+            if self._check_order:
+                self._fail_on_disorder(times, before)
             times = np.where(times == PARTITION_TIME, self._partition_time_or_fail(before, times), times)
         if self._event_time is not None:
             arrays.append(_timestamps(times, schema.field("eventTime").type))
@@ -483,6 +491,15 @@ class _Columns:
                 "recordTimestamp to read such records."
             )
         return before
+
+    def _fail_on_disorder(self, times: np.ndarray, before: np.ndarray) -> None:
+        """Raise at the first record with a time of its own below its partition's time
+        before it (the running maximum, from the batch's start offset)."""
+        older = np.flatnonzero((times >= 0) & (times < before))
+        if older.size:
+            first = int(older[0])
+            raise broken_order(self._topic, self._partition_at(first), self.offsets[first], int(times[first]),
+                               f"the partition's time {int(before[first])} before it")
 
     def _partition_at(self, index: int) -> int:
         """The partition of the ``index``-th record accumulated."""
