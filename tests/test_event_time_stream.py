@@ -133,8 +133,13 @@ def republished_partitions(draw):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(queues=republished_partitions(), cap=st.integers(1, 7), where=st.sampled_from(["jsonPath", "header"]))
-def test_capped_batches_are_prefixes_of_a_merge_by_extracted_time(kafka_cluster, queues, cap, where):
+@given(queues=republished_partitions(), cap=st.integers(1, 7), where=st.sampled_from(["jsonPath", "header"]),
+       promised=st.booleans())
+def test_capped_batches_are_prefixes_of_a_merge_by_extracted_time(kafka_cluster, queues, cap, where, promised):
+    """``promised``: each partition in time order and ``eventTime.order=nonDecreasing``, so the
+    driver plans from records read at chosen offsets, not from all of them."""
+    if promised:
+        queues = [sorted(queue) for queue in queues]
     topic = f"merge-{uuid.uuid4().hex[:10]}"
     kafka_cluster.create_topic(topic, len(queues))
     written = WRITTEN
@@ -146,6 +151,8 @@ def test_capped_batches_are_prefixes_of_a_merge_by_extracted_time(kafka_cluster,
             written += 1
     kafka_cluster.produce(topic, records)
     option = {"eventTime.jsonPath": "$.ts"} if where == "jsonPath" else {"eventTime.header": "event-time"}
+    if promised:
+        option["eventTime.order"] = "nonDecreasing"
     options = parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
                              "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(cap),
                              "kafka.fetch.wait.max.ms": "10", **option}, streaming=True)
@@ -170,8 +177,14 @@ def test_capped_batches_are_prefixes_of_a_merge_by_extracted_time(kafka_cluster,
                     shown = [int(row["eventTime"].timestamp() * 1000) - T for row in rows]
                     assert shown == queues[tp.partition][first:position.next_offset]
             start = end
+        planned_by = driver.planning
+        read_by_driver = driver.records_read
     finally:
         driver.close()
+    if promised and sum(map(len, queues)):
+        assert planned_by == "recordProbes"
+    elif sum(map(len, queues)):
+        assert planned_by == "fetch" and read_by_driver >= sum(map(len, queues))
     order = merge_order(queues)
     expected = [order[i:i + cap] for i in range(0, len(order), cap)]
     assert [[batch[TopicPartition(topic, p)] for p in range(len(queues))] for batch in batches] == [
@@ -368,7 +381,9 @@ def test_a_checkpoint_planned_on_kafka_timestamps_continues_on_the_payloads_time
     assert stream_times[-1] == T + 35 * 10 * 60_000
 
 
-def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka_cluster, topic_factory, tmp_path):
+@pytest.mark.parametrize("order", ["any", "nonDecreasing"])
+def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka_cluster, topic_factory, tmp_path,
+                                                                    order):
     """eventTime.onInvalid=skip: a partition whose records carry no time (heartbeats, Debezium
     tombstones) takes no part, as in Kafka Streams: it counts as empty, so it idles, and the
     timed partition's records flow once max.task.idle.ms has passed — though heartbeats keep
@@ -392,9 +407,11 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     try:
         time.sleep(0.5)  # heartbeats buffered before the query starts
         stream = reader(spark, kafka_cluster.bootstrap_servers, topic, **{
-            "eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip", "max.task.idle.ms": 1000})
+            "eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip", "max.task.idle.ms": 1000,
+            "eventTime.order": order})
         rows, query = event_time_rows(stream, tmp_path / "cp", timeout_s=20,
                                       done=lambda rows: sum(row.partition == 1 for row in rows) >= 6)
+        planned = [as_json(p["sources"][0]["latestOffset"]).get("planning") for p in query.recentProgress]
         query.stop()
     finally:
         stop_beating.set()
@@ -403,3 +420,67 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     assert sorted(row.event for row in rows if row.partition == 1) == [T + i for i in range(6)]
     heartbeats_read = [row.event for row in rows if row.partition == 0]
     assert heartbeats_read and set(heartbeats_read) == {None}, "heartbeats are read, with no time"
+    if order == "nonDecreasing":  # the heartbeats' window idles on records read at chosen offsets
+        assert "recordProbes" in planned and "fetch" not in planned, planned
+
+
+# --- eventTime.order=nonDecreasing: planned from a few records ------------------------------
+
+def bounded_run_batches(options) -> tuple[list[dict], int, str]:
+    """A bounded run's batches as end offsets per partition, the records the driver read, and
+    the path that planned the last batch."""
+    driver = SyncDriver(options)
+    try:
+        driver.prepare_available_now()
+        start, batches = driver.initial_offset(), []
+        while (end := driver.available_now.next_offset(driver, start)) is not start:
+            batches.append({tp.partition: position.next_offset for tp, position in end.partitions.items()})
+            start = end
+        return batches, driver.records_read, driver.planning
+    finally:
+        driver.close()
+
+
+def test_a_backfill_in_time_order_is_planned_from_under_one_percent_of_its_records(kafka_cluster, topic_factory):
+    topic = topic_factory(4)
+    per_partition = 10_000
+    kafka_cluster.produce(topic, [Record(p, WRITTEN, None, payload(T + 4 * i + p, pad="x" * 150))
+                                  for i in range(per_partition) for p in range(4)])
+    common = {"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+              "startingOffsets": "earliest", "maxOffsetsPerTrigger": "9000", "eventTime.jsonPath": "$.ts"}
+    every_record = bounded_run_batches(parse_options(common, streaming=True))
+    promised = bounded_run_batches(parse_options({**common, "eventTime.order": "nonDecreasing"}, streaming=True))
+    assert every_record[2] == "fetch" and every_record[1] >= 4 * per_partition
+    assert promised[2] == "recordProbes"
+    assert promised[0] == every_record[0] and len(promised[0]) >= 5, "the same batches, cut by the same times"
+    assert promised[1] < 0.01 * 4 * per_partition, f"the driver read {promised[1]} records"
+
+
+def test_the_executors_fail_on_a_record_that_breaks_the_promise_naming_it(kafka_cluster, topic_factory):
+    topic = topic_factory(1)
+    times = [T + 1, T + 2, T + 5, T + 4, T + 6]
+    kafka_cluster.produce(topic, [Record(0, WRITTEN, None, payload(t)) for t in times])
+    options = parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+                             "eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}, streaming=True)
+    range_reader = RangeReader.from_options(options, kafka_schema(False, include_event_time=True))
+    assert [row["offset"] for batch in range_reader.read(KafkaRange(topic, 0, 3, 5, T + 3))
+            for row in batch.to_pylist()] == [3, 4], "in order from the partition time the range starts at"
+    with pytest.raises(Exception, match=rf"{topic}-0 offset 3 has event time {T + 4}, below the partition's "
+                                        rf"time {T + 5} before it: eventTime.order=nonDecreasing"):
+        list(range_reader.read(KafkaRange(topic, 0, 0, 5, -1)))
+    with pytest.raises(Exception, match=rf"{topic}-0 offset 3 has event time {T + 4}, below the partition's "
+                                        rf"time {T + 5} before it"):
+        list(range_reader.read(KafkaRange(topic, 0, 3, 5, T + 5)))  # the batch before ended at T + 5
+
+
+def test_a_stream_on_data_that_breaks_the_promise_fails_naming_the_record(spark, kafka_cluster, topic_factory,
+                                                                         tmp_path):
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(0, WRITTEN, None, payload(T + t)) for t in (1, 2, 9, 3, 10)]
+                          + [Record(1, WRITTEN, None, payload(T + t)) for t in range(1, 12)])
+    query = (reader(spark, kafka_cluster.bootstrap_servers, topic, maxOffsetsPerTrigger=3,
+                    **{"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"})
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(StreamingQueryException, match=rf"{topic}-0 offset 3 has event time {T + 3}, below"):
+        query.awaitTermination(120)
