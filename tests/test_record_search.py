@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
-from kafkasync_source.planning.index_planner import IndexCannotAnswer
-from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
+from kafkasync_source.planning.planner import NO_TIMESTAMP, BatchLimits, TopicPartition, plan_batch
 from kafkasync_source.planning.record_search import OrderedRecords
+from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
 
 TP = TopicPartition("orders", 0)
 
@@ -144,3 +145,53 @@ def test_a_window_of_markers_and_records_without_a_time_has_no_last_record():
     model = ModelLog({TP: log})
     assert OrderedRecords(model.first_records).last_records({TP: (1, 5)}, {}) == {TP: None}
     assert OrderedRecords(model.first_records).last_records({TP: (0, 5)}, {}) == {TP: (100, 0)}
+
+
+# --- The cut from records read equals the cut from every record --------------------------------
+
+def probe_path_cut(scenario: dict, records: OrderedRecords):
+    """:func:`plan_from_index` fed as driver/probe_index.ProbeIndexPath feeds it."""
+    broker = scenario["broker"]
+    starts, partition_times, stops = scenario["starts"], scenario["partition_times"], scenario["stops"]
+    windows = {p: (starts[p], min(log.end, stops.get(p, log.end))) for p, log in broker.logs.items()}
+    last = records.last_records(windows, partition_times)
+    states = {p: IndexedPartition(starts[p], log.end, last[p], partition_times[p], stops.get(p),
+                                  holds_records=windows[p][1] <= starts[p] or last[p] is not None)
+              for p, log in broker.logs.items()}
+    return plan_from_index(states, lambda times: records.first_at_or_above(times, windows, partition_times),
+                           broker.first_records, now_ms=scenario["now_ms"],
+                           max_task_idle_ms=scenario["max_task_idle_ms"], idle_since=scenario["idle_since"],
+                           limits=scenario["limits"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario=st.one_of(scenarios(in_order_from_start=True),
+                          scenarios(in_order_from_start=True, transactional=True, limit_kinds=("none", "step"))))
+def test_batch_after_batch_the_probe_path_cuts_what_reading_every_record_cuts(scenario):
+    """On logs whose records a consumer reads are in time order, every batch until nothing is
+    left: never a fallback, and the fetch path's cut (tests/test_index_planner.py's model broker
+    and comparison). Among transaction markers, aborted and compacted entries the batches hold
+    the same records; offsets may differ by such entries, which maxOffsetsPerTrigger counts on
+    an index path (as format("kafka") does) and the fetch path does not, so there it is off."""
+    transactional = any(log.kinds is not None for log in scenario["broker"].logs.values())
+    records = OrderedRecords(scenario["broker"].first_records)
+    starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
+    limits, stream_time = scenario["limits"], NO_TIMESTAMP
+    for _ in range(60):
+        scenario = {**scenario, "starts": starts, "partition_times": partition_times,
+                    "limits": BatchLimits(limits.max_records, limits.max_stream_time_step_ms, stream_time)}
+        probe_cut = probe_path_cut(scenario, records)
+        fetch_cut = plan_batch(fetched(scenario["broker"], starts, partition_times, scenario["stops"]),
+                               now_ms=scenario["now_ms"], max_task_idle_ms=scenario["max_task_idle_ms"],
+                               idle_since=scenario["idle_since"], limits=scenario["limits"])
+        if transactional:
+            assert_same_records(scenario, probe_cut, fetch_cut)
+            assert probe_cut.has_batch == fetch_cut.has_batch
+        else:
+            assert_same_cut(probe_cut, fetch_cut, limited=is_limited(scenario))
+        if not probe_cut.has_batch:
+            break
+        starts = probe_cut.end_offsets
+        partition_times = {p: d.partition_time for p, d in probe_cut.partitions.items()}
+        stream_time = max(stream_time, NO_TIMESTAMP if probe_cut.stream_time is None else probe_cut.stream_time)
+    assert not probe_cut.has_batch

@@ -611,7 +611,7 @@ def plan_from_index(
     stream_time: Optional[int] = None
     for tp, state in partitions.items():
         end = ends.get(tp, state.start)
-        records = end - state.start
+        records = end - state.start if state.holds_records else 0
         partition_time = state.partition_time
         if records and tp in times:
             partition_time = max(partition_time, times[tp])
@@ -625,6 +625,9 @@ def plan_from_index(
         stream_time=stream_time,
         enforced=enforced,
         idle_since=next_idle_since,
+        # Only windows without a record that takes part move (NEVER_WAIT): a batch all the
+        # same, as planner.plan_batch runs one over such gaps.
+        moves_over_gap=stream_time is None and any(end > windows[tp].start for tp, end in ends.items()),
     )
 
 
