@@ -70,9 +70,10 @@ def test_a_stream_stream_join_on_event_time_finds_every_match(spark, broker, tmp
 
 
 def batch_log(spark, bootstrap: str, topics: str, checkpoint: str, fail_at: int | None = None,
-              seen: list | None = None) -> list[tuple]:
+              seen: list | None = None, progress: list | None = None, **options) -> list[tuple]:
     """A bounded run with ``maxOffsetsPerTrigger=200`` on the payload's time; each batch's
-    (id, offsets read), also into ``seen``. ``fail_at``: the sink fails at that batch."""
+    (id, offsets read), also into ``seen``. ``fail_at``: the sink fails at that batch.
+    ``progress``: receives the run's progress reports."""
     seen = [] if seen is None else seen
 
     def sink(frame, batch_id):
@@ -82,7 +83,7 @@ def batch_log(spark, bootstrap: str, topics: str, checkpoint: str, fail_at: int 
 
     reader = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topics).option("startingOffsets", "earliest"))
-    for key, value in {**CAP, **EVENT_TIME}.items():
+    for key, value in {**CAP, **EVENT_TIME, **options}.items():
         reader = reader.option(key, str(value))
     query = (reader.load().select("topic", "partition", "offset").writeStream.foreachBatch(sink)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
@@ -90,6 +91,8 @@ def batch_log(spark, bootstrap: str, topics: str, checkpoint: str, fail_at: int 
         query.awaitTermination(300)
     finally:
         query.stop()
+        if progress is not None:
+            progress.extend(json.loads(p.json) for p in query.recentProgress)
     return seen
 
 
@@ -112,6 +115,46 @@ def test_a_restart_mid_backfill_continues_exactly(spark, broker, tmp_path):
     last_event_time = {f"{t}-{p}": max(stamps) for (t, p), stamps in backfill.timestamps.items()}
     assert {f"{t}-{p}": e["partitionTime"] for t, ps in end["topics"].items() for p, e in ps.items()} == \
         last_event_time, "the checkpoint's partition times are the payload's"
+
+
+PROMISED = {"eventTime.order": "nonDecreasing"}
+
+
+def test_a_backfill_promised_in_time_order_is_cut_the_same_from_few_records_and_restarts_exactly(
+        spark, broker, tmp_path):
+    """eventTime.order=nonDecreasing on a backfill in time order per partition: the driver plans
+    from records read at chosen offsets (RecordProbe on a real broker: whole record batches,
+    markers of none here), and the batches are those it cuts reading every record."""
+    backfill = spans(broker, prefix(), republished=True)
+    every_record = batch_log(spark, broker.bootstrap_servers, backfill.subscribe, str(tmp_path / "all"))
+    progress: list = []
+    promised = batch_log(spark, broker.bootstrap_servers, backfill.subscribe, str(tmp_path / "promised"),
+                         progress=progress, **PROMISED)
+    latest = as_json(progress[-1]["sources"][0]["latestOffset"])
+    print(f"\n{backfill.records} records in {len(promised)} batches: the driver read "
+          f"{latest['driverRecordsRead']} with the promise")
+    assert promised == every_record and len(promised) >= 9
+    assert latest["planning"] == "recordProbes" and latest["driverRecordsRead"] < backfill.records / 2
+    checkpoint = str(tmp_path / "interrupted")
+    before: list = []
+    with pytest.raises(StreamingQueryException, match="the sink fails at batch 4"):
+        batch_log(spark, broker.bootstrap_servers, backfill.subscribe, checkpoint, fail_at=4, seen=before, **PROMISED)
+    after = batch_log(spark, broker.bootstrap_servers, backfill.subscribe, checkpoint, **PROMISED)
+    assert before == every_record[:4] and after == every_record[4:], "the same batches, before the failure and after"
+
+
+def test_a_record_that_breaks_the_promise_fails_the_query_naming_it(spark, broker, tmp_path):
+    topic = prefix()
+    broker.create_topic(topic, 1)
+    day_ago = now_ms() - 24 * HOUR
+    times = [day_ago + MINUTE * i for i in range(300)]
+    times[150] = day_ago  # a buffered reading uploaded late
+    broker.produce(topic, [Record(0, now_ms(), None, payload(t)) for t in times])
+    query = (reader(spark, broker.bootstrap_servers, topic, maxOffsetsPerTrigger=100, **EVENT_TIME, **PROMISED)
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(StreamingQueryException, match=rf"{topic}-0 offset 150 has event time {day_ago}, below "):
+        query.awaitTermination(120)
 
 
 # --- Real data: values that are not times, checkpoints from before, heartbeats -----------------
