@@ -97,7 +97,9 @@ def skipped_because(spark: Any) -> Optional[str]:
     return None
 
 
-def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str]) -> int:
+def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str],
+               progress: Optional[list] = None) -> int:
+    """Rows of one ``availableNow`` read into ``noop``; its progress reports into ``progress``."""
     reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest"))
     for key, value in options.items():
@@ -107,6 +109,8 @@ def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dic
         query.awaitTermination()
     except Exception as err:  # awaitTermination raises the query's exception
         raise RuntimeError(f"{source} {options}: {err}") from err
+    if progress is not None:
+        progress.extend(query.recentProgress)
     return sum(p.numInputRows for p in query.recentProgress)
 
 

@@ -14,7 +14,12 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   path (``planningMode=fetch``), after an unmeasured warm-up read: seconds and broker bytes
   per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
   0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
-  Then the first two again with ``maxOffsetsPerTrigger`` an eighth of the backlog (8 batches).
+  The path's read again with ``eventTime.order=nonDecreasing`` (the backlog is in time order per
+  partition): the driver plans from records read at chosen offsets — the records it read (the
+  live report's ``driverRecordsRead``), the broker bytes, the source runner's peak RSS; targets:
+  at least 0.95 x the Kafka timestamp's read, at most 1.15 bytes per payload byte, under 1 % of
+  the records read by the driver. Then the reads again with ``maxOffsetsPerTrigger`` an eighth
+  of the backlog (8 batches).
 * **what latestOffset waits for under a Python extractor** (``eventTime.extractor`` doing
   ``json.loads`` per record): the fetcher's ``snapshot()`` — the planner's input at every
   trigger — timed every 5 ms while the fetcher buffers the topic, beside how long one consume
@@ -31,20 +36,25 @@ import time
 from typing import Any, Iterator, Optional
 
 from benchmarks.broker_bytes import BrokerBytesSampler, _read_once
+from benchmarks.side_by_side import SourceRunnerPeak
 from kafkasync_dev.testing import Record
 
 PARTITIONS, RECORDS_PER_PARTITION, KEY_BYTES = 8, 200_000, 8
 EXTRACTION_SAMPLE = 200_000
 TARGETS = {"speed_vs_without": 0.8}
 EVENT_TIME = {"eventTime.jsonPath": "$.ts"}
-VARIANTS = (  # (label, options): with the path; without it on the default path; on the fetch path
+PROMISED = {**EVENT_TIME, "eventTime.order": "nonDecreasing"}
+VARIANTS = (  # (label, options): with the path, promised in order or not; without it on the
+    # default path; on the fetch path
     ("json_path", EVENT_TIME),
+    ("json_path_promised", PROMISED),
     ("kafka_timestamp_auto", {}),
     ("kafka_timestamp_fetch", {"planningMode": "fetch"}),
 )
 # The same reads under a cap of an eighth of the backlog a batch (8 batches), as backfills are read
 # and where synchronization matters: the driver fetches ahead while the executors read a batch.
-CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("kafka_timestamp_auto_capped", {}))
+CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("json_path_promised_capped", PROMISED),
+                   ("kafka_timestamp_auto_capped", {}))
 CAPPED_BATCHES = 8
 SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
 
@@ -186,23 +196,38 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
     port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
     reads: dict[str, Any] = {}
     for label, options in VARIANTS:
-        with BrokerBytesSampler(port) as sampler:
+        progress: list = []
+        with BrokerBytesSampler(port) as sampler, SourceRunnerPeak() as runner:
             started = time.perf_counter()
-            rows = _read_once(spark, bootstrap, topic, "kafkasync", dict(options))
+            rows = _read_once(spark, bootstrap, topic, "kafkasync", dict(options), progress)
             seconds = time.perf_counter() - started
         if rows != records:
             raise RuntimeError(f"{label} read {rows} of {records} records")
         reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
-                        "bytes_per_payload_byte": sampler.bytes_sent / payload}
+                        "bytes_per_payload_byte": sampler.bytes_sent / payload,
+                        "driver_records_read": _driver_records_read(progress),
+                        "source_runner_peak_rss_mib": runner.peak / 2**20}
     cap = {"maxOffsetsPerTrigger": str(records // CAPPED_BATCHES)}
     for label, options in CAPPED_VARIANTS:
+        progress = []
         started = time.perf_counter()
-        rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **cap})
+        rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **cap}, progress)
         if rows != records:
             raise RuntimeError(f"{label} read {rows} of {records} records")
         seconds = time.perf_counter() - started
-        reads[label] = {"seconds": seconds, "records_per_s": records / seconds}
+        reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
+                        "driver_records_read": _driver_records_read(progress)}
     results["reads"] = reads
+    promised = reads["json_path_promised"]
+    results["promised"] = {
+        "speed_vs_kafka_timestamp": reads["kafka_timestamp_auto"]["seconds"] / promised["seconds"],
+        "capped_speed_vs_kafka_timestamp": (reads["kafka_timestamp_auto_capped"]["seconds"]
+                                            / reads["json_path_promised_capped"]["seconds"]),
+        "speed_vs_reading_every_record": reads["json_path"]["seconds"] / promised["seconds"],
+        "driver_read_share": max(promised["driver_records_read"],
+                                 reads["json_path_promised_capped"]["driver_records_read"]) / records,
+        "targets": {"speed_vs_kafka_timestamp": 0.95, "bytes_per_payload_byte": 1.15, "driver_read_share": 0.01},
+    }
     with_path = reads["json_path"]
     results["speed_vs_without"] = reads["kafka_timestamp_auto"]["seconds"] / with_path["seconds"]
     results["speed_vs_fetch_path"] = reads["kafka_timestamp_fetch"]["seconds"] / with_path["seconds"]
@@ -212,6 +237,13 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
                                       / reads["kafka_timestamp_fetch"]["bytes_per_payload_byte"])
     results["targets"] = {"speed_vs_without": TARGETS["speed_vs_without"], "bytes_vs_fetch_path": 1.0}
     return results
+
+
+def _driver_records_read(progress: list) -> int:
+    """The records the driver read over a run: its last live report (``driverRecordsRead``)."""
+    reports = [json.loads(p.json)["sources"][0].get("latestOffset") for p in progress]
+    reports = [json.loads(r) if isinstance(r, str) else r for r in reports if r]
+    return max((r.get("driverRecordsRead", 0) for r in reports), default=0)
 
 
 def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:

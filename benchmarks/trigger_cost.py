@@ -62,7 +62,13 @@ RATES_MS = (1_000, 3_000)
 LIMIT_PER_PARTITION = 5
 """``maxOffsetsPerTrigger = 5 × partitions``: a quarter of the backlog per trigger."""
 REPS = 5
-MODES = ("timeIndex", "fetch")
+MODES = ("timeIndex", "fetch", "recordProbes")
+"""The planning paths: the brokers' time index and the fetch path on the Kafka timestamps, and
+records read at chosen offsets for the same time in the value (``eventTime.jsonPath=$.ts`` with
+``eventTime.order=nonDecreasing``): each record's value holds its Kafka timestamp, so all three
+must cut the same batches."""
+_MODE_OPTIONS = {"timeIndex": {"planningMode": "timeIndex"}, "fetch": {"planningMode": "fetch"},
+                 "recordProbes": {"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}}
 TARGETS_MS = {512: {"no_limit": 40, "max_offsets_per_trigger": 80},
               4_096: {"no_limit": 150, "max_offsets_per_trigger": 300}}
 """Issue 27's targets for the time-index path, per trigger."""
@@ -91,7 +97,7 @@ def fill_topic(bootstrap: str, name: str, partitions: int, base: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     create_topic(admin, name, partitions, timeout=300)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    produce_confirmed(producer, name, (Record(p, timestamp(base, p, i), None, b"v")
+    produce_confirmed(producer, name, (Record(p, timestamp(base, p, i), None, b'{"ts":%d}' % timestamp(base, p, i))
                                        for i in range(RECORDS_PER_PARTITION) for p in range(partitions)),
                       timeout=300)
     last = RECORDS_PER_PARTITION - 1
@@ -107,7 +113,7 @@ def fill_topic(bootstrap: str, name: str, partitions: int, base: int) -> None:
 
 def _reader(bootstrap: str, topic: str, mode: str, max_offsets: Optional[int]) -> KafkaSyncStreamReader:
     settings = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                "startingOffsets": "earliest", "planningMode": mode}
+                "startingOffsets": "earliest", **_MODE_OPTIONS[mode]}
     if max_offsets is not None:
         settings["maxOffsetsPerTrigger"] = str(max_offsets)
     return KafkaSyncStreamReader(parse_options(settings, streaming=True), kafka_schema(False))
@@ -119,10 +125,12 @@ def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def _lookups(reader: KafkaSyncStreamReader) -> tuple[int, int]:
-    """(ListOffsets rounds, partitions asked) so far; (0, 0) on the fetch path."""
+def _lookups(reader: KafkaSyncStreamReader) -> tuple[int, int, int]:
+    """(ListOffsets rounds, partitions they asked, rounds of record reads) so far; zeros on
+    the fetch path."""
     index = reader._sync_driver()._time_index
-    return (0, 0) if index is None else (index.reader.rounds, index.reader.partitions_asked)
+    return (0, 0, 0) if index is None else (index.reader.rounds, index.reader.partitions_asked,
+                                            index.reader.record_rounds)
 
 
 def _next_batch(reader: KafkaSyncStreamReader, start: dict, limit: Any) -> tuple[float, dict]:
@@ -139,9 +147,10 @@ def _next_batch(reader: KafkaSyncStreamReader, start: dict, limit: Any) -> tuple
         time.sleep(0.01)
 
 
-def _per_trigger(before: tuple[int, int], after: tuple[int, int], triggers: int) -> dict[str, float]:
+def _per_trigger(before: tuple[int, int, int], after: tuple[int, int, int], triggers: int) -> dict[str, float]:
     return {"rounds": (after[0] - before[0]) / max(triggers, 1),
-            "partitions_asked": (after[1] - before[1]) / max(triggers, 1)}
+            "partitions_asked": (after[1] - before[1]) / max(triggers, 1),
+            "record_rounds": (after[2] - before[2]) / max(triggers, 1)}
 
 
 def cold_trigger_ms(bootstrap: str, topic: str, mode: str, max_offsets: Optional[int],
