@@ -27,6 +27,12 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   fetcher's lock).
 
 ``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
+``--beside-format-kafka``, in ``make parity``'s virtualenv (Spark's own connector at the same
+Spark), reads the backlog into a 5-minute window count on ``$.ts`` with a 10-minute watermark,
+capped at a quarter of it a trigger, three ways: kafkasync with ``eventTime.order=
+nonDecreasing``, kafkasync on Kafka timestamps and ``format("kafka")``, the last two taking the
+time with ``get_json_object``; best of two after a warm-up (target: the promised read at least
+1.2 x ``format("kafka")``'s speed).
 """
 
 from __future__ import annotations
@@ -261,6 +267,80 @@ def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> d
         spark.stop()
 
 
+WINDOWED_READS: tuple[tuple[str, str, dict[str, str], Optional[str]], ...] = (  # (label, source, options, time column)
+    ("kafkasync_promised", "kafkasync", PROMISED, "eventTime"),
+    ("kafkasync_kafka_timestamp", "kafkasync", {}, None),
+    ("format_kafka_get_json_object", "kafka", {}, None),
+)
+"""The same windowed count over the backlog's ``$.ts`` as users write it: kafkasync with the
+promise on its ``eventTime`` column; kafkasync on Kafka timestamps and ``format("kafka")``, each
+with ``get_json_object`` for the time (what ``format("kafka")``'s users do today)."""
+
+
+def windowed_read_seconds(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str],
+                          column: Optional[str], cap: int) -> float:
+    """Seconds of a capped ``availableNow`` run of a 5-minute window count on the event time
+    with a 10-minute watermark, into ``noop`` (the issue's setup)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(cap)))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    events = reader.load()
+    time_column = (F.col(column) if column else
+                   F.timestamp_millis(F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")))
+    counts = (events.withColumn("event_time", time_column).withWatermark("event_time", "10 minutes")
+              .groupBy(F.window("event_time", "5 minutes")).count())
+    started = time.perf_counter()
+    query = counts.writeStream.format("noop").outputMode("update").trigger(availableNow=True).start()
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    rows = sum(p.numInputRows for p in query.recentProgress)
+    if rows != PARTITIONS * (rows // PARTITIONS) or rows == 0:
+        raise RuntimeError(f"{source} {options}: read {rows} rows")
+    return seconds
+
+
+def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION,
+                        runs: int = 2) -> dict[str, Any]:
+    """The windowed reads of :data:`WINDOWED_READS` in one Spark that has Spark's own Kafka
+    connector (``make parity``'s virtualenv: Maven Central serves none for some releases),
+    capped at a quarter of the backlog a trigger, best of ``runs`` after a warm-up of each."""
+    import tempfile
+
+    import pyspark
+
+    from kafkasync_dev.testing.spark import format_kafka_jars, local_spark_session
+    from kafkasync_source.spark.source import register
+
+    jars, why_not = format_kafka_jars()
+    if jars is None:
+        return {"skipped": why_not}
+    topic = f"kafkasync-bench-event-time-windowed-{int(time.time())}"
+    produce_orders(bootstrap, topic, records_per_partition)
+    cap = PARTITIONS * records_per_partition // 4
+    spark = local_spark_session("kafkasync-event-time-beside", tempfile.mkdtemp(prefix="kafkasync-bench-"),
+                                {"spark.jars": jars})
+    register(spark)
+    try:
+        seconds: dict[str, list[float]] = {label: [] for label, *_ in WINDOWED_READS}
+        for attempt in range(runs + 1):  # the first round warms each source up, unmeasured
+            for label, source, options, column in WINDOWED_READS:
+                elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), column, cap)
+                if attempt:
+                    seconds[label].append(elapsed)
+    finally:
+        spark.stop()
+    best = {label: min(times) for label, times in seconds.items()}
+    return {"pyspark": pyspark.__version__, "records": PARTITIONS * records_per_partition,
+            "max_offsets_per_trigger": cap, "seconds": seconds, "best_s": best,
+            "promised_speed_vs_format_kafka": best["format_kafka_get_json_object"] / best["kafkasync_promised"],
+            "promised_speed_vs_kafka_timestamp": best["kafkasync_kafka_timestamp"] / best["kafkasync_promised"],
+            "target_vs_format_kafka": 1.2}
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     import argparse
 
@@ -268,10 +348,17 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records: a smoke run")
+    parser.add_argument("--beside-format-kafka", action="store_true",
+                        help="only the windowed reads beside format(\"kafka\") (run in make parity's virtualenv)")
     args = parser.parse_args(argv)
+    records = 1_000 if args.tiny else RECORDS_PER_PARTITION
     with real_broker() as (bootstrap, why_not):
-        figures = {"skipped": why_not} if bootstrap is None else run(
-            bootstrap, 1_000 if args.tiny else RECORDS_PER_PARTITION)
+        if bootstrap is None:
+            figures: dict[str, Any] = {"skipped": why_not}
+        elif args.beside_format_kafka:
+            figures = beside_format_kafka(bootstrap, records, runs=1 if args.tiny else 2)
+        else:
+            figures = run(bootstrap, records)
     print(json.dumps(figures, indent=2))
 
 
