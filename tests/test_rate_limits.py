@@ -18,7 +18,7 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from kafkasync_dev.testing import Record
+from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_dev.testing.backfills import MINUTE_MS, SHAPES
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.rate_limit import proportional_ends
@@ -117,16 +117,16 @@ def test_max_event_time_per_trigger_bounds_each_batch_and_drops_nothing(
     checkpoint = tmp_path / "cp"
     dropped, progress = run_windowed_count(
         spark, kafka_cluster.bootstrap_servers, backfill.subscribe, checkpoint,
-        maxEventTimePerTrigger="30 minutes",
+        maxEventTimePerTrigger="1 hour",
     )
     assert dropped == 0
     assert sum(p["numInputRows"] for p in progress) == backfill.records
     stream_times = [batch["streamTime"] for batch in logged_batches(checkpoint)]
-    # 12 h of event time in steps of at most 30 minutes (topic b starts 10 h in: no gap to jump).
-    assert len(stream_times) >= 24
+    # 12 h of event time in steps of at most an hour (topic b starts 10 h in: no gap to jump).
+    assert len(stream_times) >= 12
     first = backfill.first_timestamp_ms
     steps = [b - a for a, b in zip([first] + stream_times, stream_times)]
-    assert max(steps) <= 30 * MINUTE_MS
+    assert max(steps) <= 60 * MINUTE_MS
 
 
 def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
@@ -186,15 +186,19 @@ def test_bad_rate_limit_values_fail_at_query_start_naming_the_option(spark, kafk
     ids=["streaming-full-buffers", "available-now-capped"],
 )
 def test_same_data_same_batches_with_a_slow_broker(spark, fresh_cluster, tmp_path, trigger, options):
-    """Three runs over one finished backlog, 100 ms round trips: identical batch boundaries
-    (before, the cut depended on how much the background fetch had buffered)."""
+    """Three runs over one finished backlog, fetches answered in 100 ms: identical batch
+    boundaries (before, the cut depended on how much the background fetch had buffered)."""
     fresh_cluster.create_topic("slow", 2)
     base = int(time.time() * 1000) - 3_600_000
     fresh_cluster.produce("slow", [
         Record(p, base + i * (1_000 if p == 0 else 2_500), None, b"x" * 1_000)
         for i in range(200) for p in range(2)
     ])
-    fresh_cluster.set_rtt(1, 100)
+    # Only fetches are slow: what the driver has buffered at a trigger depends on them, and
+    # other requests at 100 ms each (metadata, list offsets) only made each run seconds longer.
+    # Three runs send a few hundred fetches; what is left over dies with the cluster.
+    for _ in range(10):
+        fresh_cluster.push_broker_request_error_rtts(1, ApiKey.FETCH, *[(0, 100)] * 500)
     runs = []
     for run in range(3):
         checkpoint = tmp_path / f"cp{run}"
