@@ -15,6 +15,21 @@ recreated under the same name, such a consumer answered a new query's first rang
 configuration may hold secrets: the key is never logged or shown. The pool is bounded (least recently used
 consumers are closed first), consumers idle longer than :data:`IDLE_TIMEOUT_S` are closed the
 next time the pool is used, and all are closed at interpreter exit.
+
+A pooled consumer is **paused** while it waits in the pool and resumed when a task takes it
+(:func:`set_fetching`, which the range reader calls: the pool itself only keeps and closes).
+Unpaused, librdkafka fetches for it all the time: a broker answers its open fetch as soon as
+a record arrives, so on a live stream each of the up to 16 consumers in each Python worker
+(every worker ends up with a consumer of every partition, since Spark gives a batch's tasks to
+any worker) cost the broker and the worker a fetch round trip for nearly every produce request,
+between tasks as much as in them. Measured on a live stream of 2,000 records/s over 8
+partitions (``benchmarks/live_rate.py``): the broker's request threads used twice the CPU they
+used for ``format("kafka")``, whose Java consumers fetch only inside a task's ``poll``. Resumed,
+a consumer fetches from the offset after the last record it delivered (librdkafka drops what it
+had fetched meanwhile), which is ``position`` with the ``stash`` already consumed: the task then
+waits one fetch round trip for records a prefetch would have queued, and a range that starts
+past ``position`` (the partition's previous range was read in another worker) is assigned afresh
+rather than reached through prefetched records.
 """
 
 from __future__ import annotations
@@ -95,6 +110,28 @@ class ConsumerPool:
         now = self._clock()
         for key in [k for k, p in self._idle.items() if now - p.last_used > self._idle_timeout_s]:
             self._idle.pop(key).consumer.close()
+
+
+def set_fetching(consumer: Consumer, fetching: bool) -> None:
+    """Resume or pause the fetching of a consumer's assigned partitions: the range reader pauses a
+    consumer as it returns it to the pool and resumes it as it takes it (see the module's docstring).
+    librdkafka keeps a pause across assignments, so a consumer taken from the pool is always resumed.
+
+    A resume alone does not wake librdkafka's fetcher: it fetched again only at its next idle
+    wake-up, up to a second later (700 ms for a consumer paused 300 ms, every time, on Kafka
+    4.3.1 with librdkafka 2.16). A seek to the offset it would fetch anyway (its ``position``:
+    after the last record it delivered) wakes it: 1-2 ms to the first record."""
+    assigned = consumer.assignment()
+    if not assigned:
+        return
+    if not fetching:
+        consumer.pause(assigned)
+        return
+    positions = consumer.position(assigned)
+    consumer.resume(assigned)
+    for partition in positions:
+        if partition.offset >= 0:  # a logical offset: nothing delivered yet, the assignment's own start stands
+            consumer.seek(partition)
 
 
 POOL = ConsumerPool()

@@ -36,7 +36,7 @@ from kafkasync_source.event_time import (
     broken_order,
     record_time,
 )
-from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer
+from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
@@ -102,6 +102,7 @@ class RangeReader:
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
             pooled = POOL.acquire(key, lambda: Consumer(with_python_logging(config)))
+            set_fetching(pooled.consumer, True)  # paused while pooled (consumer_pool.py)
             completed = False
             try:
                 completed = yield from self._read(pooled, kafka_range)
@@ -109,6 +110,7 @@ class RangeReader:
                 # A range left half-read (an error, Spark stopping early) leaves the consumer
                 # somewhere unknown: close it rather than pool it.
                 if completed:
+                    set_fetching(pooled.consumer, False)
                     POOL.release(key, pooled)
                 else:
                     pooled.consumer.close()
@@ -234,16 +236,16 @@ class RangeReader:
     @staticmethod
     def _skip_to(pooled: PooledConsumer, start: int) -> bool:
         """Move a pooled consumer that stopped below ``start`` up to it through the records it
-        has prefetched meanwhile, dropping those below ``start``; False (the caller assigns it
-        afresh) where they do not reach it or an event comes first.
+        has queued (stashed, or fetched since it was taken from the pool and resumed), dropping
+        those below ``start``; False (the caller assigns it afresh) where they do not reach it
+        or an event comes first.
 
-        Why: Spark runs a batch's tasks in any of an executor's Python workers, each with its
-        own pool, so on a live stream a partition's range lands every other batch on a worker
-        whose consumer stopped a batch behind, and has since been fetching. A new assignment
-        waits for that consumer's fetch in flight (up to ``fetch.wait.max.ms``, 500 ms by
-        default) and then for a fetch of its own: 10-500 ms per range on a real broker, where
-        the queued records are there at once. Only what is already queued is taken (a
-        zero-timeout consume), so this never fetches records below ``start``."""
+        A pooled consumer is paused while it waits in the pool (``consumer_pool.set_fetching``:
+        unpaused, it cost the broker a fetch for nearly every produce request), and a resume
+        drops what librdkafka had fetched, so a range that starts past the records already
+        delivered is usually assigned afresh now; what this saves is the case where the gap is
+        within the records queued. Only what is already queued is taken (a zero-timeout
+        consume), so this never fetches records below ``start``."""
         if pooled.position is None or pooled.position > start:
             return False
         last_seen = pooled.position - 1
