@@ -24,7 +24,10 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
    from its ``CreateTime`` (stamped by the producer) to its batch's ``foreachBatch``, p50/p99,
    over the whole run and over the records produced after its first third (past both
    sources' start-up), and the median ``durationMs`` of a batch per phase.
-3. **Trigger cost** at 512 and 4,096 partitions, both sources
+3. **Sustainable live rate and CPU per record** (:mod:`benchmarks.live_rate`): the highest
+   producer rate each source keeps up with, on the machine as it is and with its CPU starved
+   by busy loops, and every process's CPU seconds per 1,000 records.
+4. **Trigger cost** at 512 and 4,096 partitions, both sources
    (:func:`benchmarks.trigger_cost.measure`, which asks format("kafka")'s Spark progress).
 
 ``python -m benchmarks.side_by_side [--tiny]`` prints the results as JSON; ``--write`` also
@@ -346,6 +349,16 @@ def _cpu_seconds(jvm_pid: int) -> dict[str, float]:
     executors' Python workers (all this process's descendants) and by a broker the parent started
     (``/proc/<pid>/stat``: utime + stime). Other people's processes on a shared machine are not
     counted; their load shows in the load average."""
+    used: dict[str, float] = {}
+    for name, seconds in cpu_seconds_by_process(jvm_pid).values():
+        used[name] = used.get(name, 0.0) + seconds
+    return used
+
+
+def cpu_seconds_by_process(jvm_pid: int) -> dict[int, tuple[str, float]]:
+    """:func:`_cpu_seconds` per process id, with its kind: a difference of two samples taken per
+    process counts a process started between them from zero and leaves one that exited out,
+    where a difference of the sums by kind goes negative when a Python worker exits."""
     ticks = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[int, bytes, list[str]]] = {}  # pid -> (parent, command, fields)
     for entry in os.listdir("/proc"):
@@ -367,13 +380,12 @@ def _cpu_seconds(jvm_pid: int) -> dict[str, float]:
             pid = stats[pid][0]
         return False
 
-    used: dict[str, float] = {}
+    used: dict[int, tuple[str, float]] = {}
     for pid, (_, command, fields) in stats.items():
-        entry = str(pid)
         if not descends_from(pid, os.getpid()) and not (b"kafka.Kafka" in command
                                                          and descends_from(pid, os.getppid())):
             continue
-        if int(entry) == jvm_pid:
+        if pid == jvm_pid:
             name = "driver JVM"
         elif b"python_streaming_source_runner" in command:
             name = "Python source runner"
@@ -381,11 +393,11 @@ def _cpu_seconds(jvm_pid: int) -> dict[str, float]:
             name = "Python workers"
         elif b"kafka.Kafka" in command:
             name = "broker"
-        elif int(entry) == os.getpid():
+        elif pid == os.getpid():
             name = "PySpark driver"
         else:
             continue
-        used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        used[pid] = (name, (int(fields[11]) + int(fields[12])) / ticks)
     return used
 
 
@@ -648,7 +660,7 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
     """Every comparison, or ``{"skipped": why}`` where there is no broker or no connector."""
     import pyspark
 
-    from benchmarks import trigger_cost
+    from benchmarks import live_rate, trigger_cost
     from kafkasync_dev.testing.local_broker import real_broker
     from kafkasync_dev.testing.spark import format_kafka_jars
 
@@ -665,6 +677,9 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
         results["backlog_small_records"] = backlog(bootstrap, jars, 500 if tiny else RECORDS_PER_PARTITION,
                                                    1 if tiny else RUNS, log, value_bytes=SMALL_VALUE_BYTES)
         results["latency"] = latency(bootstrap, jars, 8 if tiny else LIVE_SECONDS, 1 if tiny else LIVE_RUNS, log)
+        results["live_rate"] = (live_rate.measure(bootstrap, jars, rates=(live_rate.COST_RATE,), seconds=10.0,
+                                                  warm_up_s=3.0, jvm_warm_up_s=4.0, log=log) if tiny
+                                else live_rate.measure(bootstrap, jars, log=log))
         spark = _spark(jars)
         try:
             log("side by side: the cost of one trigger, both sources")
@@ -738,7 +753,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="500 records a partition, 5 s live: a smoke run")
-    parser.add_argument("--write", action="store_true", help="into benchmarks/results.json and docs/img/side_by_side.png")
+    parser.add_argument("--write", action="store_true",
+                        help="into benchmarks/results.json and docs/img/side_by_side.png")
     args = parser.parse_args(argv)
     results = measure(tiny=args.tiny, log=lambda m: print(f"[bench {time.strftime('%H:%M:%S')}] {m}",
                                                           file=sys.stderr, flush=True))

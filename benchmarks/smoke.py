@@ -6,7 +6,8 @@ end and returns the figures ``make bench`` and docs/benchmarks.md quote: the pla
 benchmarks on the embedded cluster, and on a real broker (``testing.local_broker.real_broker``)
 the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
 (``broker_bytes --tiny``, plain and transactional). ``--side-by-side`` (run in ``make parity``'s
-virtualenv, where Spark's connector is served) checks ``benchmarks/side_by_side.py`` instead.
+virtualenv, where Spark's connector is served) checks ``benchmarks/side_by_side.py`` instead,
+with ``benchmarks/live_rate.py`` in it (one rate, 10 s steps, both conditions).
 """
 
 from __future__ import annotations
@@ -80,10 +81,14 @@ def event_time_cost(bootstrap: str) -> None:
            "extraction_one_core.records_per_s.json_path", "driver_fetch_records_per_s.json_path",
            "speed_vs_without", "speed_vs_fetch_path", "bytes_vs_fetch_path",
            "capped_speed_vs_without", "latest_offset_wait_python_extractor.snapshot_ms_p99",
-           "latest_offset_wait_python_extractor.consume_batch_extraction_ms")
+           "latest_offset_wait_python_extractor.consume_batch_extraction_ms",
+           "promised.speed_vs_kafka_timestamp", "promised.capped_speed_vs_kafka_timestamp",
+           "promised.driver_read_share", "reads.json_path_promised.bytes_per_payload_byte",
+           "reads.json_path_promised.source_runner_peak_rss_mib")
 
 
 def side_by_side() -> int:
+    from benchmarks import live_rate
     from benchmarks import side_by_side as benchmark
 
     figures = benchmark.measure(tiny=True)
@@ -106,6 +111,18 @@ def side_by_side() -> int:
            "latency.kafkasync.spark_tasks.task_ms", "latency.batch_ms_over_floor",
            "latency.batch_ms_over_tuned_floor", "targets.steady_p99_extra_ms.value",
            "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms")
+    rate = str(live_rate.COST_RATE)
+    _check("live rate", figures["live_rate"],
+           *(f"conditions.{condition}.{label}.{figure}" for condition in live_rate.CONDITIONS
+             for label in live_rate.LABELS.values()
+             for figure in ("sustainable_rate", f"steps.{rate}.p50_ms", f"steps.{rate}.produced_per_s",
+                            f"steps.{rate}.cpu_s_per_1000_records.total",
+                            f"steps.{rate}.cpu_s_per_1000_records.driver JVM",
+                            f"steps.{rate}.cpu_s_per_1000_records.broker",
+                            f"steps.{rate}.machine_busy_cores")),
+           *(f"conditions.{condition}.kafkasync.steps.{rate}.cpu_s_per_1000_records.{process}"
+             for condition in live_rate.CONDITIONS for process in ("Python workers", "Python source runner")),
+           "targets.CPU starved.cpu_s_per_1000_records.value")
     return 0
 
 
