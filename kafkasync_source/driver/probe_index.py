@@ -16,19 +16,19 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from kafkasync_source.driver.time_index import FirstRecordAnswers, TimeIndexReader, moved_back_reasons, report_states
+from kafkasync_source.driver.time_index import IndexPath, TimeIndexReader, moved_back_reasons
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.planning.offsets import SyncOffset
-from kafkasync_source.planning.planner import PartitionState, TopicPartition
+from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.record_search import OrderedRecords
 
 
-class ProbeIndexPath:
+class ProbeIndexPath(IndexPath):
     """The planner's input for partitions whose event times do not go backwards: per batch
     start, :class:`IndexedPartition` with the window's last record as its largest time."""
 
     def __init__(self, reader: TimeIndexReader) -> None:
-        self.reader = reader
+        super().__init__(reader)
         self._records = OrderedRecords(reader.first_records)
         self._windows: dict[TopicPartition, tuple[int, int]] = {}
         self._partition_times: dict[TopicPartition, int] = {}
@@ -78,14 +78,3 @@ class ProbeIndexPath:
             windows = {tp: self._windows.get(tp, (start.partitions[tp].next_offset,) * 2) for tp in times}
             return self._records.first_at_or_above(times, windows, self._partition_times)
         return first_offsets
-
-    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
-        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
-        return self.reader.first_records(ranges)
-
-    @staticmethod
-    def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
-        return report_states(states)
-
-    def close(self) -> None:
-        self.reader.close()

@@ -437,12 +437,31 @@ def _retriable(error: KafkaError) -> bool:
 
 
 
-class TimeIndexPath:
+class IndexPath:
+    """What both index paths share: a :class:`TimeIndexReader` (the readable ends, the record
+    probe and its memory) and the planner's view of their answers."""
+
+    def __init__(self, reader: TimeIndexReader) -> None:
+        self.reader = reader
+
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
+        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
+        return self.reader.first_records(ranges)
+
+    @staticmethod
+    def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
+        return report_states(states)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class TimeIndexPath(IndexPath):
     """The planner's input from the brokers' index: :class:`IndexedPartition` per partition
     of a batch's start, read with two ListOffsets rounds (see the module docstring)."""
 
     def __init__(self, reader: TimeIndexReader) -> None:
-        self.reader = reader
+        super().__init__(reader)
         self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
         """Per partition, the readable end when the brokers last answered its largest
         timestamp, and that answer (timestamp, offset)."""
@@ -511,17 +530,6 @@ class TimeIndexPath:
         }
         if silent:
             raise IndexCannotAnswer(silent)
-
-    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
-        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
-        return self.reader.first_records(ranges)
-
-    @staticmethod
-    def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
-        return report_states(states)
-
-    def close(self) -> None:
-        self.reader.close()
 
 
 def moved_back_reasons(start: SyncOffset, latest: Mapping[TopicPartition, Optional[int]]) -> dict[TopicPartition, str]:
