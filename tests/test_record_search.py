@@ -1,6 +1,6 @@
 """Planning from records read at chosen offsets (``eventTime.order=nonDecreasing``), without Kafka.
 
-The model log answers ``first_records`` as :class:`~kafkasync_source.driver.time_index.RecordProbe`
+The model log answers ``first_records`` as :class:`~kafkasync_source.driver.record_probe.RecordProbe`
 does on a broker: per ``(offset, end)`` the first record a consumer is handed in ``[offset, end)``
 with a time of its own or one taken from its partition, reading past records whose time is
 SKIPPED (the probe's rule) and past offsets no consumer reads (transaction markers, aborted

@@ -6,7 +6,7 @@ time of a window is its last record's and ``first(t)`` is a binary search
 :func:`~kafkasync_source.planning.index_planner.plan_from_index` as
 :class:`~kafkasync_source.driver.time_index.TimeIndexPath` does, with the readable end from
 ListOffsets (``latest``, one request per leader) and the times from single records fetched
-through the query's event-time seam (:class:`~kafkasync_source.driver.time_index.RecordProbe`):
+through the query's event-time seam (:class:`~kafkasync_source.driver.record_probe.RecordProbe`):
 per trigger one round for the windows' last records (a partition whose end has not moved is
 answered from memory), and ``O(log n)`` rounds for a cut inside a window, all partitions in the
 same rounds. The executors read every record and check the promise on each.

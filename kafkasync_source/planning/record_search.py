@@ -23,7 +23,7 @@ trigger's rate-limit levels, and of later triggers: the log is append-only).
 Records without a time of their own
 -----------------------------------
 A record whose time is :data:`~kafkasync_source.event_time.SKIPPED` takes no part in
-synchronization; the probe reads past it (:class:`~kafkasync_source.driver.time_index.RecordProbe`),
+synchronization; the probe reads past it (:class:`~kafkasync_source.driver.record_probe.RecordProbe`),
 as the fetcher does not buffer it. One that takes its partition's time (no Kafka timestamp,
 ``eventTime.onInvalid=partitionTime``) has a time only its predecessors tell: the search raises
 :class:`~kafkasync_source.planning.index_planner.IndexCannotAnswer` and the fetch path, which
