@@ -181,8 +181,11 @@ def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory
     assert offsets_of(reader, KafkaRange(topic, 0, 20, 30)) == list(range(20, 30))  # back
     assert offsets_of(reader, KafkaRange(topic, 0, 70, 80)) == list(range(70, 80))  # ahead
     assert offsets_of(reader, KafkaRange(topic, 0, 80, 100)) == list(range(80, 100))
-    # Paused while pooled (consumer_pool.py): its prefetch is dropped, a range ahead assigned afresh.
-    assert (pool.created, pool.reused, pool.repositioned) == (1, 3, 2)
+    # Back: always assigned afresh. Ahead: paused while pooled (consumer_pool.py), its prefetch
+    # was dropped, so it is assigned afresh unless the records fetched since it was resumed
+    # already reach offset 70 (a race with librdkafka's fetcher; both read the same records).
+    assert (pool.created, pool.reused) == (1, 3)
+    assert pool.repositioned in (1, 2)
 
 
 def test_a_range_ahead_of_a_pooled_consumer_is_reached_through_its_prefetched_records(
