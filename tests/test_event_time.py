@@ -358,6 +358,25 @@ def test_time_of_ends_in_a_time_or_an_invalid_time_whatever_the_record_holds(opt
     assert time <= (2**63 - 1) // 1000, "within Spark's timestamp range"
 
 
+@settings(max_examples=200, deadline=None)
+@given(seams, st.lists(st.tuples(payloads, header_lists), max_size=6))
+def test_a_batchs_times_are_each_records_time(options, contents):
+    """The executors take a consume() batch's times in one call (times_of): the same codes as
+    record by record, and the same failure, at the first record whose time fails."""
+    seam = record_time(options)
+    messages = [record(value, headers=headers, offset=offset) for offset, (value, headers) in enumerate(contents)]
+    expected: list = []
+    for message in messages:
+        try:
+            expected.append(seam.time_of(message))
+        except KafkaSyncEventTimeError as failure:
+            with pytest.raises(KafkaSyncEventTimeError) as raised:
+                seam.times_of(messages)
+            assert str(raised.value) == str(failure)
+            return
+    assert seam.times_of(messages) == expected
+
+
 def test_the_time_source_names_the_option_and_the_format():
     assert time_source(None) == "kafkaTimestamp"
     assert time_source(json_path("$.ts")) == "eventTime.jsonPath='$.ts' as epochMillis"

@@ -73,27 +73,32 @@ def json_reader(path: str, time_format: str) -> Callable[[Any], int]:
             stages.append(_Stage(()))
         else:
             stages[-1] = _Stage(stages[-1].names + ((step, prefix),))
-    decoders = [(stage, stage.decoder()) for stage in stages]
+    # Per stage, flat and precomputed (this runs for every record on the driver and the
+    # executors): the decode function, the path prefix of each name to descend through, and
+    # the array index with its prefix (None: the time itself).
+    plan = tuple((stage.decoder().decode, tuple(prefix for _, prefix in stage.names), stage.index)
+                 for stage in stages)
     convert = converter(time_format)
+    unset = msgspec.UNSET
 
     def read(record: Any) -> int:
         document = record.value()
         if document is None:
             raise InvalidTime("the record has no value (a tombstone)")
-        for stage, decoder in decoders:
+        for decode, prefixes, array_index in plan:
             try:
-                found = decoder.decode(document)
+                found = decode(document)
             except msgspec.ValidationError as err:  # a DecodeError too: caught first
                 raise InvalidTime(f"the value does not hold {path} ({err})") from None
             except msgspec.DecodeError as err:
                 raise InvalidTime(f"the value is not JSON ({err})") from None
-            for _, prefix in stage.names:
+            for prefix in prefixes:
                 found = found.field
-                if found is msgspec.UNSET:
+                if found is unset:
                     raise InvalidTime(f"the value has no {prefix}")
-            if stage.index is None:
+            if array_index is None:
                 return convert(found)
-            index, prefix = stage.index
+            index, prefix = array_index
             if index >= len(found):
                 raise InvalidTime(f"the value has no {prefix} (the array has {len(found)} elements)")
             document = found[index]

@@ -92,6 +92,12 @@ class RecordTime(ABC):
     @abstractmethod
     def time_of(self, record: Any) -> int: ...
 
+    def times_of(self, records: list) -> list[int]:
+        """``time_of`` of each record, in one call: the executors take a whole consume()
+        batch's times at once, and a call a record is a good part of a fast extraction."""
+        time_of = self.time_of
+        return [time_of(record) for record in records]
+
 
 class _KafkaTimestamp(RecordTime):
     """The Kafka timestamp (CreateTime or LogAppendTime), NO_TIME where a record has none."""
@@ -116,9 +122,27 @@ class _ExtractedTime(RecordTime):
             return self._read(record)
         except KafkaSyncEventTimeError:
             raise  # the extractor raised or returned no kind of time: always fails (module doc)
-        except InvalidTime as invalid:
-            reason = str(invalid)
         except Exception as err:  # noqa: BLE001 - the seam is total: see the module docstring
+            return self._invalid(record, err)
+
+    def times_of(self, records: list) -> list[int]:
+        read = self._read
+        times: list[int] = []
+        append = times.append
+        for record in records:
+            try:
+                append(read(record))
+            except KafkaSyncEventTimeError:
+                raise
+            except Exception as err:  # noqa: BLE001 - as in time_of
+                append(self._invalid(record, err))
+        return times
+
+    def _invalid(self, record: Any, err: Exception) -> int:
+        """What ``eventTime.onInvalid`` makes of a record whose time could not be had."""
+        if isinstance(err, InvalidTime):
+            reason = str(err)
+        else:
             reason = f"{type(err).__name__} taking it from {_describe_bytes(record)}: {err}"[:300]
         policy = self._options.on_invalid
         if policy == SKIP:

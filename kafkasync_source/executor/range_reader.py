@@ -415,8 +415,7 @@ class _Columns:
         if self._event_time is not None:
             # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
-            time_of = self._event_time.time_of
-            self.event_times.extend([time_of(m) for m in records])
+            self.event_times.extend(self._event_time.times_of(records))
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
