@@ -8,10 +8,11 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   handed over, timed alone — records/s, beside the Kafka timestamp's;
 * **the driver's fetch**: ``DriverFetcher`` buffering every record's time, with the JSONPath
   and with the Kafka timestamp — records/s;
-* **end to end**: the backlog read once into Spark's ``noop`` sink with
+* **end to end**: the backlog read into Spark's ``noop`` sink with
   ``trigger(availableNow=True)`` by kafkasync with ``eventTime.jsonPath=$.ts``, without it
   (``planningMode=auto``: the brokers' time index, the default) and without it on the fetch
-  path (``planningMode=fetch``), after an unmeasured warm-up read: seconds and broker bytes
+  path (``planningMode=fetch``), after an unmeasured warm-up read, each read three times in
+  turns (:data:`REPEATS`; ratios of best times): seconds and broker bytes
   per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
   0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
   The path's read again with ``eventTime.order=nonDecreasing`` (the backlog is in time order per
@@ -62,6 +63,8 @@ VARIANTS = (  # (label, options): with the path, promised in order or not; witho
 CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("json_path_promised_capped", PROMISED),
                    ("kafka_timestamp_auto_capped", {}))
 CAPPED_BATCHES = 8
+REPEATS = 3
+"""Reads of each variant, in turns (see :func:`_timed_reads`); a smoke reads each once."""
 SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
 
 
@@ -189,7 +192,8 @@ def latest_offset_wait(bootstrap: str, topic: str, records: int) -> dict[str, fl
             "consume_batch_extraction_ms": (time.perf_counter() - started) * 1000 * _CONSUME_BATCH / len(sample)}
 
 
-def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
+def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION,
+            repeats: int = REPEATS) -> dict[str, Any]:
     topic = f"kafkasync-bench-event-time-{int(time.time())}"
     payload = produce_orders(bootstrap, topic, records_per_partition)
     records = PARTITIONS * records_per_partition
@@ -200,29 +204,9 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
     results["latest_offset_wait_python_extractor"] = latest_offset_wait(bootstrap, topic, records)
     _read_once(spark, bootstrap, topic, "kafkasync", dict(EVENT_TIME))  # warm-up, not measured
     port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
-    reads: dict[str, Any] = {}
-    for label, options in VARIANTS:
-        progress: list = []
-        with BrokerBytesSampler(port) as sampler, SourceRunnerPeak() as runner:
-            started = time.perf_counter()
-            rows = _read_once(spark, bootstrap, topic, "kafkasync", dict(options), progress)
-            seconds = time.perf_counter() - started
-        if rows != records:
-            raise RuntimeError(f"{label} read {rows} of {records} records")
-        reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
-                        "bytes_per_payload_byte": sampler.bytes_sent / payload,
-                        "driver_records_read": _driver_records_read(progress),
-                        "source_runner_peak_rss_mib": runner.peak / 2**20}
     cap = {"maxOffsetsPerTrigger": str(records // CAPPED_BATCHES)}
-    for label, options in CAPPED_VARIANTS:
-        progress = []
-        started = time.perf_counter()
-        rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **cap}, progress)
-        if rows != records:
-            raise RuntimeError(f"{label} read {rows} of {records} records")
-        seconds = time.perf_counter() - started
-        reads[label] = {"seconds": seconds, "records_per_s": records / seconds,
-                        "driver_records_read": _driver_records_read(progress)}
+    reads = {**_timed_reads(spark, bootstrap, topic, records, payload, port, VARIANTS, {}, repeats),
+             **_timed_reads(spark, bootstrap, topic, records, payload, port, CAPPED_VARIANTS, cap, repeats)}
     results["reads"] = reads
     promised = reads["json_path_promised"]
     results["promised"] = {
@@ -245,6 +229,37 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
     return results
 
 
+def _timed_reads(spark: Any, bootstrap: str, topic: str, records: int, payload: int, port: int,
+                 variants: tuple[tuple[str, dict[str, str]], ...], extra: dict[str, str],
+                 repeats: int) -> dict[str, Any]:
+    """Each variant's read, ``repeats`` times in turns (the order reversed every turn, so no
+    variant always follows the same one): its best time, every sample, and from each read the
+    broker bytes per payload byte, the records the driver read and the source runner's peak
+    RSS (the largest). One read of each on a 2-core machine moved by up to 20 % with what ran
+    before it: the ratios are of best times."""
+    samples: dict[str, list[dict[str, float]]] = {label: [] for label, _ in variants}
+    for turn in range(repeats):
+        for label, options in variants if turn % 2 == 0 else variants[::-1]:
+            progress: list = []
+            with BrokerBytesSampler(port) as sampler, SourceRunnerPeak() as runner:
+                started = time.perf_counter()
+                rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **extra}, progress)
+                seconds = time.perf_counter() - started
+            if rows != records:
+                raise RuntimeError(f"{label} read {rows} of {records} records")
+            samples[label].append({"seconds": seconds, "bytes_per_payload_byte": sampler.bytes_sent / payload,
+                                   "driver_records_read": _driver_records_read(progress),
+                                   "source_runner_peak_rss_mib": runner.peak / 2**20})
+    reads = {}
+    for label, runs in samples.items():
+        best = min(run["seconds"] for run in runs)
+        reads[label] = {"seconds": best, "records_per_s": records / best,
+                        "samples_s": [round(run["seconds"], 2) for run in runs],
+                        **{key: max(run[key] for run in runs) for key in
+                           ("bytes_per_payload_byte", "driver_records_read", "source_runner_peak_rss_mib")}}
+    return reads
+
+
 def _driver_records_read(progress: list) -> int:
     """The records the driver read over a run: its last live report (``driverRecordsRead``)."""
     reports = [json.loads(p.json)["sources"][0].get("latestOffset") for p in progress]
@@ -252,7 +267,7 @@ def _driver_records_read(progress: list) -> int:
     return max((r.get("driverRecordsRead", 0) for r in reports), default=0)
 
 
-def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
+def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION, repeats: int = REPEATS) -> dict[str, Any]:
     """:func:`measure` in a Spark session of its own (``make bench`` runs it on its broker)."""
     import tempfile
 
@@ -262,7 +277,7 @@ def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION) -> d
     spark = local_spark_session("kafkasync-event-time", tempfile.mkdtemp(prefix="kafkasync-bench-"))
     register(spark)
     try:
-        return measure(spark, bootstrap, records_per_partition)
+        return measure(spark, bootstrap, records_per_partition, repeats)
     finally:
         spark.stop()
 
@@ -358,7 +373,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         elif args.beside_format_kafka:
             figures = beside_format_kafka(bootstrap, records, runs=1 if args.tiny else 2)
         else:
-            figures = run(bootstrap, records)
+            figures = run(bootstrap, records, repeats=1 if args.tiny else REPEATS)
     print(json.dumps(figures, indent=2))
 
 
