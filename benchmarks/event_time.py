@@ -20,7 +20,9 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   live report's ``driverRecordsRead``), the broker bytes, the source runner's peak RSS; targets:
   at least 0.95 x the Kafka timestamp's read, at most 1.15 bytes per payload byte, under 1 % of
   the records read by the driver. Then the reads again with ``maxOffsetsPerTrigger`` an eighth
-  of the backlog (8 batches).
+  of the backlog (8 batches). Last, the source runner's peak RSS with the promise on a backlog
+  ten times the size (16 M records), in one batch and capped at 1.6 M a batch
+  (:func:`runner_rss_at_scale`; target: at most 1.1 x the same read's at 1.6 M).
 * **what latestOffset waits for under a Python extractor** (``eventTime.extractor`` doing
   ``json.loads`` per record): the fetcher's ``snapshot()`` — the planner's input at every
   trigger — timed every 5 ms while the fetcher buffers the topic, beside how long one consume
@@ -64,6 +66,8 @@ CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("json_path_promised_capped
                    ("kafka_timestamp_auto_capped", {}))
 CAPPED_BATCHES = 8
 REPEATS = 3
+SCALE_FACTOR = 10
+"""The memory measurement's backlog, in backlogs (16 M records at make bench's size)."""
 """Reads of each variant, in turns (see :func:`_timed_reads`); a smoke reads each once."""
 SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
 
@@ -208,6 +212,7 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
     reads = {**_timed_reads(spark, bootstrap, topic, records, payload, port, VARIANTS, {}, repeats),
              **_timed_reads(spark, bootstrap, topic, records, payload, port, CAPPED_VARIANTS, cap, repeats)}
     results["reads"] = reads
+    results["at_scale"] = runner_rss_at_scale(spark, bootstrap, records_per_partition)
     promised = reads["json_path_promised"]
     results["promised"] = {
         "speed_vs_kafka_timestamp": reads["kafka_timestamp_auto"]["seconds"] / promised["seconds"],
@@ -258,6 +263,31 @@ def _timed_reads(spark: Any, bootstrap: str, topic: str, records: int, payload: 
                         **{key: max(run[key] for run in runs) for key in
                            ("bytes_per_payload_byte", "driver_records_read", "source_runner_peak_rss_mib")}}
     return reads
+
+
+def runner_rss_at_scale(spark: Any, bootstrap: str, records_per_partition: int, factor: int = SCALE_FACTOR
+                        ) -> dict[str, Any]:
+    """The source runner's peak RSS on a backlog ``factor`` times the size (16 M records at
+    ``make bench``'s size) with the promise, read in one batch and capped at the main
+    backlog's size a batch (``factor`` batches): what the driver keeps must not grow with the
+    backlog (the probes remember records per partition, and the offsets hold one position a
+    partition). Compare with ``reads.json_path_promised.source_runner_peak_rss_mib``."""
+    topic = f"kafkasync-bench-event-time-x{factor}-{int(time.time())}"
+    produce_orders(bootstrap, topic, records_per_partition * factor)
+    records = PARTITIONS * records_per_partition * factor
+    figures: dict[str, Any] = {"records": records}
+    for label, extra in (("uncapped", {}), ("capped", {"maxOffsetsPerTrigger": str(records // factor)})):
+        progress: list = []
+        with SourceRunnerPeak() as runner:
+            started = time.perf_counter()
+            rows = _read_once(spark, bootstrap, topic, "kafkasync", {**PROMISED, **extra}, progress)
+            seconds = time.perf_counter() - started
+        if rows != records:
+            raise RuntimeError(f"{label} read {rows} of {records} records")
+        figures[label] = {"seconds": seconds, "batches": sum(1 for p in progress if p.numInputRows),
+                          "driver_records_read": _driver_records_read(progress),
+                          "source_runner_peak_rss_mib": runner.peak / 2**20}
+    return figures
 
 
 def _driver_records_read(progress: list) -> int:

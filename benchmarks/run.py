@@ -332,13 +332,18 @@ def event_time_targets(figures: dict[str, Any]) -> dict[str, Any]:
             "eventTime.jsonPath broker bytes <= the fetch path's",
             "eventTime.order=nonDecreasing read >= 0.95 x the same read on Kafka timestamps",
             "eventTime.order=nonDecreasing broker bytes <= 1.15 per payload byte",
-            "eventTime.order=nonDecreasing: the driver reads < 1 % of the records")
+            "eventTime.order=nonDecreasing: the driver reads < 1 % of the records",
+            "eventTime.order=nonDecreasing: source runner peak RSS at 10 x the backlog <= 1.1 x at 1 x")
     if "skipped" in figures:
         return {key: {"value": f"not run: {figures['skipped']}", "met": None} for key in keys}
     speed, byte_ratio = figures["speed_vs_without"], figures["bytes_vs_fetch_path"]
     promised, promised_targets = figures["promised"], figures["promised"]["targets"]
     promised_speed = min(promised["speed_vs_kafka_timestamp"], promised["capped_speed_vs_kafka_timestamp"])
     promised_bytes = figures["reads"]["json_path_promised"]["bytes_per_payload_byte"]
+    # Flat: each read at 10 x the backlog against the same read (uncapped, capped) at 1 x.
+    rss_growth = max(figures["at_scale"][label]["source_runner_peak_rss_mib"]
+                     / figures["reads"][small]["source_runner_peak_rss_mib"]
+                     for label, small in (("uncapped", "json_path_promised"), ("capped", "json_path_promised_capped")))
     return {keys[0]: {"value": round(speed, 3), "met": speed >= event_time.TARGETS["speed_vs_without"]},
             # Sampled byte counts of two reads of the same records: within 1 % is the same.
             keys[1]: {"value": round(byte_ratio, 3), "met": byte_ratio <= 1.01},
@@ -347,7 +352,8 @@ def event_time_targets(figures: dict[str, Any]) -> dict[str, Any]:
             keys[3]: {"value": round(promised_bytes, 3),
                       "met": promised_bytes <= promised_targets["bytes_per_payload_byte"]},
             keys[4]: {"value": round(promised["driver_read_share"], 5),
-                      "met": promised["driver_read_share"] < promised_targets["driver_read_share"]}}
+                      "met": promised["driver_read_share"] < promised_targets["driver_read_share"]},
+            keys[5]: {"value": round(rss_growth, 3), "met": rss_growth <= 1.1}}
 
 
 def markdown(results: dict[str, Any]) -> str:

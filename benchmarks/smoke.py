@@ -84,7 +84,8 @@ def event_time_cost(bootstrap: str) -> None:
            "latest_offset_wait_python_extractor.consume_batch_extraction_ms",
            "promised.speed_vs_kafka_timestamp", "promised.capped_speed_vs_kafka_timestamp",
            "promised.driver_read_share", "reads.json_path_promised.bytes_per_payload_byte",
-           "reads.json_path_promised.source_runner_peak_rss_mib")
+           "reads.json_path_promised.source_runner_peak_rss_mib",
+           "at_scale.capped.source_runner_peak_rss_mib", "at_scale.uncapped.batches")
 
 
 def side_by_side() -> int:
