@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections import deque
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -55,14 +55,25 @@ _RETRIABLE_CODES = frozenset({
 })
 
 
-def _certificate_failure(error: KafkaError) -> bool:
-    """A TLS handshake refused for a certificate reason — one side does not trust the other's
-    certificate, or a certificate is missing, expired or for another host. librdkafka reports
-    the client's refusal as ``_SSL`` ("SSL handshake failed: ... certificate verify failed");
-    the broker's, which a TLS 1.3 client reads only after its handshake, as a transport error
-    ("Receive failed: ... ssl/tls alert bad certificate", "tlsv13 alert certificate required")."""
+def _incurable(error: KafkaError) -> Optional[str]:
+    """Why retrying cannot cure a client error, or None where it may.
+
+    * SASL authentication failed (wrong password, unknown user, mechanism not enabled): the
+      same credentials fail the same way on every retry. Java clients raise an
+      ``AuthenticationException`` at once instead of retrying (KIP-152, "Authentication failures
+      should be treated as non-retriable exceptions"; its javadoc: "clients abort the operation
+      requested"), so ``format("kafka")`` fails there too; librdkafka retried for the whole 30 s.
+    * A TLS handshake refused for a certificate reason — one side does not trust the other's
+      certificate, or a certificate is missing, expired or for another host. librdkafka reports
+      the client's refusal as ``_SSL`` ("SSL handshake failed: ... certificate verify failed");
+      the broker's, which a TLS 1.3 client reads only after its handshake, as a transport error
+      ("Receive failed: ... ssl/tls alert bad certificate", "tlsv13 alert certificate required")."""
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        return "authentication failed, which retrying cannot cure"
     text = error.str().lower()
-    return error.code() in (KafkaError._SSL, KafkaError._TRANSPORT) and "certificate" in text and "ssl" in text
+    if error.code() in (KafkaError._SSL, KafkaError._TRANSPORT) and "certificate" in text and "ssl" in text:
+        return "the TLS handshake failed for a certificate reason, which retrying cannot cure"
+    return None
 
 
 def _retriable(error: Any) -> bool:
@@ -91,7 +102,7 @@ class OffsetReader:
         # What failed, per broker (connection refused, name not resolved, SASL or SSL
         # handshake): librdkafka tells it only to the error callback, not in the exception.
         self._client_errors: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
-        self._certificate_failures: deque[str] = deque(maxlen=_CLIENT_ERRORS_KEPT)
+        self._incurable: dict[str, deque[str]] = {}  # why retrying cannot cure them: what failed
         self._consumer = Consumer(with_python_logging(
             {
                 **client_config,
@@ -103,8 +114,9 @@ class OffsetReader:
 
     def _on_client_error(self, error: KafkaError) -> None:
         self._client_errors.append(error.str())
-        if _certificate_failure(error):
-            self._certificate_failures.append(error.str())
+        why = _incurable(error)
+        if why is not None:
+            self._incurable.setdefault(why, deque(maxlen=_CLIENT_ERRORS_KEPT)).append(error.str())
 
     def close(self) -> None:
         self._consumer.close()
@@ -170,10 +182,10 @@ class OffsetReader:
         librdkafka keeps trying every broker for the whole timeout, so a failure means the
         cluster was unreachable that long; but a TLS handshake that fails for a certificate
         reason fails the same way on every retry (librdkafka retried one for the whole 30 s),
-        so the wait stops at the first such failure. A topic without a leader yet is retried
-        by partitions()."""
+        so the wait stops at the first such failure, as it does at a failed authentication
+        (:func:`_incurable`). A topic without a leader yet is retried by partitions()."""
         self._client_errors.clear()
-        self._certificate_failures.clear()
+        self._incurable.clear()
         began = time.monotonic()
         wait_s = _METADATA_FIRST_SLICE_S
         while True:
@@ -183,9 +195,9 @@ class OffsetReader:
                 return self._consumer.list_topics(timeout=wait_s)
             except KafkaException as err:
                 self._consumer.poll(0)  # serves the client's error events (and its log)
-                if self._certificate_failures:
-                    raise self._unreachable(began, err, "the TLS handshake failed for a certificate "
-                                            "reason, which retrying cannot cure", self._certificate_failures) from None
+                if self._incurable:
+                    why, failures = next(iter(self._incurable.items()))  # the first reported
+                    raise self._unreachable(began, err, why, failures) from None
                 if remaining <= wait_s:
                     self._consumer.poll(0.1)
                     raise self._unreachable(began, err, "", self._client_errors) from None
