@@ -4,23 +4,31 @@ The model log answers ``first_records`` as :class:`~kafkasync_source.driver.reco
 does on a broker: per ``(offset, end)`` the first record a consumer is handed in ``[offset, end)``
 with a time of its own or one taken from its partition, reading past records whose time is
 SKIPPED (the probe's rule) and past offsets no consumer reads (transaction markers, aborted
-records: ``None`` in the model). The same probe on the embedded cluster and a real broker is
-in tests/test_event_time_stream.py and integration/test_event_time_broker.py.
+records: ``None`` in the model). The searches are compared with reading every record with and
+without the reader knowing the record after each answer (``Following``: the probe keeps the
+next record of the fetch that answered, ``RecordProbe.read_on``). The same probe on the embedded
+cluster and a real broker is in tests/test_record_probe.py, tests/test_event_time_stream.py and
+integration/test_event_time_broker.py.
 """
 
 from __future__ import annotations
 
 import math
+import random
+from typing import Callable, Mapping, Optional
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
 
 from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
 from kafkasync_source.planning.planner import NO_TIMESTAMP, BatchLimits, TopicPartition, plan_batch
 from kafkasync_source.planning.record_search import OrderedRecords
-from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
+
+Record = Optional[tuple[int, int]]
+FirstRecords = Callable[[Mapping[TopicPartition, tuple[int, int]]], Mapping[TopicPartition, Record]]
 
 TP = TopicPartition("orders", 0)
 
@@ -60,13 +68,52 @@ def timed(log, start, end):
     return [(offset, code) for offset, code in enumerate(log[start:end], start) if code is not None and code >= 0]
 
 
+class Following:
+    """``first_records`` of a model that, as the probe, also learns the first record after
+    each answer (where one exists), answered by ``known_first_record`` without a round —
+    not always: the probe learns it only where it arrives in the answer's ``consume`` batch
+    (``rng``: each kept with probability 1/2; None: all)."""
+
+    def __init__(self, first_records: FirstRecords, rng: Optional[random.Random] = None) -> None:
+        self._first_records = first_records
+        self._rng = rng
+        self.known: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
+        self.rounds = 0
+
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Record]:
+        self.rounds += 1
+        answers = dict(self._first_records(ranges))
+        for tp, record in answers.items():
+            if record is not None:
+                following = self._first_records({tp: (record[0] + 1, 2 ** 62)})[tp]
+                if following is not None and (self._rng is None or self._rng.random() < 0.5):
+                    self.known[(tp, record[0] + 1)] = following
+        return answers
+
+    def known_first_record(self, tp: TopicPartition, offset: int) -> Record:
+        return self.known.get((tp, offset))
+
+
+
+followers = st.one_of(st.none(), st.just("every"), st.randoms(use_true_random=False))
+"""How the reader knows the record after each answer (RecordProbe.read_on): not at all, always,
+or where a random draw keeps it (the probe learns it only where it came in the answer's fetch)."""
+
+
+def searching(first_records: Callable, follower) -> OrderedRecords:
+    """The search over ``first_records``, its reader knowing following records as ``follower`` says."""
+    if follower is None:
+        return OrderedRecords(first_records)
+    model = Following(first_records, None if follower == "every" else follower)
+    return OrderedRecords(model.first_records, model.known_first_record)
+
+
 @settings(max_examples=300, deadline=None)
-@given(log=ordered_logs(), data=st.data())
-def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, data):
+@given(log=ordered_logs(), data=st.data(), follower=followers)
+def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, data, follower):
     start = data.draw(st.integers(0, len(log) - 1))
     end = data.draw(st.integers(start, len(log)))
-    model = ModelLog({TP: log})
-    records = OrderedRecords(model.first_records)
+    records = searching(ModelLog({TP: log}).first_records, follower)
     windows = {TP: (start, end)}
     everything = timed(log, start, end)
     last = records.last_records(windows, {TP: -1})[TP]
@@ -74,6 +121,19 @@ def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, d
     for time in data.draw(st.lists(st.integers(90, 300), min_size=1, max_size=6)):
         expected = next(((offset, code) for offset, code in everything if code >= time), None)
         assert records.first_at_or_above({TP: time}, windows, {TP: -1})[TP] == expected
+
+
+def test_a_record_read_just_below_the_target_and_the_one_after_it_end_the_search():
+    """Times rise by 1 a record: from the window's head the interpolation lands on the record
+    just below the time, and the record sent after it is the answer."""
+    log = list(range(100, 100 + 4096))
+    plain, following = ModelLog({TP: log}), Following(ModelLog({TP: log}).first_records)
+    windows = {TP: (0, len(log))}
+    assert OrderedRecords(plain.first_records).first_at_or_above({TP: 2_000}, windows, {})[TP] == (1_900, 2_000)
+    records = OrderedRecords(following.first_records, following.known_first_record)
+    assert records.first_at_or_above({TP: 2_000}, windows, {})[TP] == (1_900, 2_000)
+    assert following.rounds < plain.rounds
+    assert following.rounds <= 3, "the head, then the record below the target with the target after it"
 
 
 def test_a_million_offsets_are_searched_in_rounds_logarithmic_in_the_window_for_every_partition_at_once():
@@ -166,15 +226,23 @@ def probe_path_cut(scenario: dict, records: OrderedRecords):
 
 @settings(max_examples=300, deadline=None)
 @given(scenario=st.one_of(scenarios(in_order_from_start=True),
-                          scenarios(in_order_from_start=True, transactional=True, limit_kinds=("none", "step"))))
-def test_batch_after_batch_the_probe_path_cuts_what_reading_every_record_cuts(scenario):
+                          scenarios(in_order_from_start=True, transactional=True, limit_kinds=("none", "step"))),
+       follower=followers)
+def test_batch_after_batch_the_probe_path_cuts_what_reading_every_record_cuts(scenario, follower):
     """On logs whose records a consumer reads are in time order, every batch until nothing is
     left: never a fallback, and the fetch path's cut (tests/test_index_planner.py's model broker
     and comparison). Among transaction markers, aborted and compacted entries the batches hold
     the same records; offsets may differ by such entries, which maxOffsetsPerTrigger counts on
-    an index path (as format("kafka") does) and the fetch path does not, so there it is off."""
+    an index path (as format("kafka") does) and the fetch path does not, so there it is off.
+    With or without the record after each answer known (past markers and aborted records too)."""
+    assert_cuts_batch_after_batch(scenario, searching(scenario["broker"].first_records, follower))
+
+
+def assert_cuts_batch_after_batch(scenario, records: OrderedRecords) -> None:
+    """The probe path's cut (``records``) against the fetch path's, batch after batch until
+    nothing is left (tests/test_index_planner.py's comparison): the same records among
+    transaction markers and aborted entries, else the same cut."""
     transactional = any(log.kinds is not None for log in scenario["broker"].logs.values())
-    records = OrderedRecords(scenario["broker"].first_records)
     starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
     limits, stream_time = scenario["limits"], NO_TIMESTAMP
     for _ in range(60):

@@ -9,7 +9,9 @@ ListOffsets (``latest``, one request per leader) and the times from single recor
 through the query's event-time seam (:class:`~kafkasync_source.driver.record_probe.RecordProbe`):
 per trigger one round for the windows' last records (a partition whose end has not moved is
 answered from memory), and ``O(log n)`` rounds for a cut inside a window, all partitions in the
-same rounds. The executors read every record and check the promise on each.
+same rounds; the record the probe is sent after each answer narrows the search too
+(:meth:`~kafkasync_source.driver.time_index.TimeIndexReader.known_first_record`). The executors
+read every record and check the promise on each.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class ProbeIndexPath(IndexPath):
 
     def __init__(self, reader: TimeIndexReader) -> None:
         super().__init__(reader)
-        self._records = OrderedRecords(reader.first_records)
+        self._records = OrderedRecords(reader.first_records, reader.known_first_record)
         self._windows: dict[TopicPartition, tuple[int, int]] = {}
         self._partition_times: dict[TopicPartition, int] = {}
 

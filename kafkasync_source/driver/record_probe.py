@@ -7,10 +7,11 @@ event time promised in order, it is the index itself (:mod:`kafkasync_source.dri
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_source.config.client_config import consumer_group_id
@@ -58,65 +59,169 @@ class RecordProbe:
             "fetch.wait.max.ms": 10,
         }
         self._consumer: Optional[Consumer] = None
+        self._assigned: set[TopicPartition] = set()
+        """Partitions assigned to the consumer, each paused between rounds."""
+        self.read_on: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
+        """Of the last round, per partition: an offset after its answer and the first record
+        with a time at or after it, ``(offset, time)`` — what asking there would answer."""
 
     def first_records(self, offsets: Mapping[TopicPartition, int], ends: Optional[Mapping[TopicPartition, int]] = None
                       ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """The first readable record at or after each offset, None where the partition ends
-        (at the readable end, or at its ``ends`` entry) before one."""
+        (at the readable end, or at its ``ends`` entry) before one.
+
+        A search asks the same partitions round after round, so they stay assigned between
+        rounds, paused: librdkafka's ``assign`` and ``unassign`` of 4,096 partitions took
+        0.27 s and more a round, where a partition asked again is moved with one ``seek``.
+        After an error the consumer's state is not known, and the next round assigns afresh."""
         ends = ends or {}
         if self._consumer is None:
             self._consumer = Consumer(with_python_logging(self._config))
         consumer = self._consumer
-        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()])
-        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
-        skipped: dict[TopicPartition, int] = {}
-        paused: list[KafkaTopicPartition] = []
-        deadline = time.monotonic() + _PROBE_TIMEOUT_S
         try:
-            while len(answers) < len(offsets) and time.monotonic() < deadline:
-                answered = []
-                messages = consumer.consume(len(offsets) - len(answers), 0.1)
-                self.records_read += len(messages)
-                for message in messages:
-                    topic, partition, offset = message.topic(), message.partition(), message.offset()
-                    if topic is None or partition is None:  # a client-level error: none here
-                        continue
-                    tp = TopicPartition(topic, partition)
-                    if tp not in offsets or tp in answers:
-                        continue
-                    error = message.error()
-                    if error is None:
-                        assert offset is not None  # a record read has its offset
-                        if offset >= ends.get(tp, offset + 1):
-                            answers[tp] = None
-                            answered.append(KafkaTopicPartition(tp.topic, tp.partition))
-                            continue
-                        code = self._time_of(tp, message)
-                        if code == SKIPPED:
-                            skipped[tp] = skipped.get(tp, 0) + 1
-                            if skipped[tp] > _MOST_SKIPPED:
-                                raise IndexCannotAnswer({tp: f"more than {_MOST_SKIPPED} records from offset "
-                                                             f"{offsets[tp]} on have no event time"})
-                            continue
-                        answers[tp] = (offset, code)
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        answers[tp] = None
-                    else:
-                        raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
-                                                     f"({error.str()})"}, lookup_failed=True)
-                    answered.append(KafkaTopicPartition(tp.topic, tp.partition))
-                if answered:  # fetch no more of them: the rest would be bytes nobody reads
-                    consumer.pause(answered)
-                    paused += answered
-        finally:
-            if paused:  # librdkafka keeps a partition's pause across assignments
-                consumer.resume(paused)
-            consumer.unassign()
+            self._start(consumer, offsets)
+            answers = self._read(consumer, offsets, ends)
+        except BaseException:
+            self._unassign()
+            raise
         missing = {tp: f"no record or end of partition at offset {offset} within "
                        f"{_PROBE_TIMEOUT_S:.0f} s" for tp, offset in offsets.items() if tp not in answers}
         if missing:
+            self._unassign()
             raise IndexCannotAnswer(missing, lookup_failed=True)
         return answers
+
+    def _start(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
+        """Fetch each partition from its offset: a new one is assigned there; one assigned in
+        an earlier round (paused since) is resumed, then moved there with a seek.
+
+        librdkafka serves a partition's seek, pause and resume in the order they were called
+        (on its main thread), and ``Consumer.seek`` waits until the seek is served. The seek
+        resets the position a pause saved (the last record handed over, plus one) and raises
+        the partition's version barrier: nothing fetched before it is handed over — neither
+        what the broker's thread fetched from the old position between the resume and the
+        seek, nor an end-of-partition event of an earlier round (librdkafka sends that event
+        again at an end already reported). The seek comes after the resume because a resume
+        does not wake the broker's thread, which then fetched the partitions only at its next
+        idle wake-up, up to a second later (Kafka 4.3.1, librdkafka 2.16: one round in five to
+        ten), while a seek does — to any offset but 0, where the partition's fetch state does
+        not change: those partitions are assigned afresh (after their resume: librdkafka keeps
+        a pause across assignments)."""
+        again: list[KafkaTopicPartition] = []
+        afresh: list[KafkaTopicPartition] = []
+        for tp, offset in offsets.items():
+            partition = KafkaTopicPartition(tp.topic, tp.partition, offset)
+            (again if tp in self._assigned and offset != 0 else afresh).append(partition)
+        restarted = [partition for partition in afresh
+                     if TopicPartition(partition.topic, partition.partition) in self._assigned]
+        if again or restarted:
+            consumer.resume(again + restarted)
+        for partition in again:
+            consumer.seek(partition)
+        if restarted:
+            consumer.incremental_unassign(restarted)
+        if afresh:
+            consumer.incremental_assign(afresh)
+            self._assigned.update(TopicPartition(partition.topic, partition.partition) for partition in afresh)
+
+    def _read(self, consumer: Consumer, offsets: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
+              ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """One round's answers, and :attr:`read_on`. A partition is paused once it answered
+        and the message after a record answer was seen (the rest of its fetch would be bytes
+        nobody reads): all those of one ``consume`` call in one ``pause`` call. When every
+        partition answered, what is already fetched is taken without waiting, and the
+        partitions still without their next message are paused. Returns before every
+        partition answered only at the deadline (the caller then unassigns all, as after an
+        exception).
+
+        A record below the offset asked is not an answer: the seek's version barrier keeps
+        records fetched before it from being handed over, this keeps any that were from
+        answering a round they were not read for."""
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        skipped: dict[TopicPartition, int] = {}
+        following: dict[TopicPartition, tuple[int, int]] = {}
+        """The record answers whose next message is not seen yet (their partitions unpaused)."""
+        settled_partitions: set[tuple[Optional[str], Optional[int]]] = set()
+        """Partitions done with this round: the rest of their fetch (a broker sends whole
+        record batches, 10-20 records a partition in benchmarks/trigger_cost.py) is skipped
+        before anything else is done with it."""
+        self.read_on = {}
+        deadline = time.monotonic() + _PROBE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            waiting = len(offsets) - len(answers)
+            if not waiting and not following:
+                break
+            messages = consumer.consume(waiting + len(following), 0.1 if waiting else 0)
+            if not messages and not waiting:
+                break
+            self.records_read += len(messages)
+            settled = []
+            for message in messages:
+                key = (message.topic(), message.partition())
+                if key in settled_partitions:
+                    continue
+                topic, partition, offset = *key, message.offset()
+                if topic is None or partition is None:  # a client-level error: none here
+                    continue
+                tp = TopicPartition(topic, partition)
+                if tp in following:
+                    if self._follow(tp, following[tp], message):
+                        del following[tp]
+                        settled.append(KafkaTopicPartition(tp.topic, tp.partition))
+                        settled_partitions.add(tp)
+                    continue
+                if tp not in offsets or tp in answers:
+                    continue
+                error = message.error()
+                if error is None:
+                    assert offset is not None  # a record read has its offset
+                    if offset < offsets[tp]:
+                        continue
+                    if offset >= ends.get(tp, offset + 1):
+                        answers[tp] = None
+                        settled.append(KafkaTopicPartition(tp.topic, tp.partition))
+                        settled_partitions.add(tp)
+                        continue
+                    code = self._time_of(tp, message)
+                    if code == SKIPPED:
+                        skipped[tp] = skipped.get(tp, 0) + 1
+                        if skipped[tp] > _MOST_SKIPPED:
+                            raise IndexCannotAnswer({tp: f"more than {_MOST_SKIPPED} records from offset "
+                                                         f"{offsets[tp]} on have no event time"})
+                        continue
+                    answers[tp] = following[tp] = (offset, code)
+                    continue
+                if error.code() == KafkaError._PARTITION_EOF:
+                    answers[tp] = None
+                else:
+                    raise IndexCannotAnswer({tp: f"reading the record at offset {offsets[tp]} failed "
+                                                 f"({error.str()})"}, lookup_failed=True)
+                settled.append(KafkaTopicPartition(tp.topic, tp.partition))
+                settled_partitions.add(tp)
+            if settled:
+                consumer.pause(settled)
+        if following:
+            consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in following])
+        return answers
+
+    def _follow(self, tp: TopicPartition, answer: tuple[int, int], message: Any) -> bool:
+        """Whether ``message``, after the partition's record answer, settles what follows it:
+        a record with a time is the first one after the answer (:attr:`read_on`; the broker
+        sends whole record batches, so it mostly arrives with the answer, and a search that
+        read just below its target learns the target without another round); an end of
+        partition, an error, a record without a time (or with one that fails) leave it
+        unknown."""
+        offset = message.offset()
+        if offset is not None and offset <= answer[0]:
+            return False
+        if message.error() is None and offset is not None:
+            try:
+                code = self._time_of(tp, message)
+            except IndexCannotAnswer:  # a time the fetch path is to report when it reads it
+                return True
+            if code != SKIPPED:
+                self.read_on[tp] = (answer[0] + 1, (offset, code))
+        return True
 
     def _time_of(self, tp: TopicPartition, message: Any) -> int:
         """The record's time code. A time that fails the query (``eventTime.onInvalid=fail``)
@@ -127,7 +232,24 @@ class RecordProbe:
             raise IndexCannotAnswer({tp: f"a record read at offset {message.offset()} has no event time "
                                          f"({err})"}) from None
 
+    def _unassign(self) -> None:
+        """Drop every partition: the next round assigns the partitions it asks afresh.
+        librdkafka keeps a partition's pause across assignments, so all are resumed first;
+        a consumer that cannot do either is replaced by a new one."""
+        if self._consumer is None or not self._assigned:
+            return
+        partitions = [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._assigned]
+        self._assigned = set()
+        try:
+            self._consumer.resume(partitions)
+            self._consumer.unassign()
+        except (KafkaException, RuntimeError):  # RuntimeError: a closed consumer
+            consumer, self._consumer = self._consumer, None
+            with contextlib.suppress(KafkaException, RuntimeError):
+                consumer.close()
+
     def close(self) -> None:
+        self._assigned = set()
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None

@@ -192,7 +192,15 @@ class TimeIndexReader:
             else:  # nothing a consumer reads up to the readable end the probe reached
                 _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
             answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
+        for tp, (offset, record) in self._probe.read_on.items():  # the records after answers, sent with them
+            _remember(self._first_records, (tp, offset), record)
+            _remember(self._first_records, (tp, record[0]), record)
         return answers
+
+    def known_first_record(self, tp: TopicPartition, offset: int) -> Optional[tuple[int, int]]:
+        """:data:`~kafkasync_source.planning.record_search.KnownFirstRecord`: what
+        :meth:`first_records` would answer at ``offset`` without reading, where it knows."""
+        return self._first_records.get((tp, offset))
 
     @property
     def records_read(self) -> int:

@@ -18,7 +18,9 @@ record's of its partition — both follow from a few records:
 Each round asks every partition at once (one :data:`FirstRecords` call: one fetch per leader),
 ``O(log n)`` rounds, and every record read is remembered: under the promise the records read so
 far, in offset order, are in time order too, so they narrow every later search (of this
-trigger's rate-limit levels, and of later triggers: the log is append-only).
+trigger's rate-limit levels, and of later triggers: the log is append-only). So is the record
+after each one read, where the reader knows it (:data:`KnownFirstRecord`: the broker sends a
+whole record batch for each read): a search reads just below where it expects its answer.
 
 Records without a time of their own
 -----------------------------------
@@ -42,13 +44,20 @@ Pure: records are asked through the ``first_records`` callable; no clock, no cli
 from __future__ import annotations
 
 import bisect
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from kafkasync_source.event_time import broken_order
 from kafkasync_source.planning.index_planner import FirstRecords, IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
 
-__all__ = ["OrderedRecords"]
+KnownFirstRecord = Callable[[TopicPartition, int], Optional[tuple[int, int]]]
+"""The first record with a time at or after an offset, ``(offset, time)``, where the reader
+knows it without reading; None where it does not."""
+
+__all__ = ["KnownFirstRecord", "OrderedRecords"]
+
+_Record = Optional[tuple[int, int]]
+"""A record read, ``(offset, time)``, or None."""
 
 _MOST_REMEMBERED = 4_096
 """Records remembered per partition (those before the query's position are dropped first)."""
@@ -99,10 +108,15 @@ class _Known:
 
 class _Search:
     """One partition's search for the first record >= ``time``: it lies in ``[low, high)`` or
-    is ``found``. Each step reads the first record at a guess: where its time is expected
-    (interpolated between the record known below and ``found``: a backfill's times rise
-    about evenly, so a few steps land on it), or, after a guess that did not halve the
-    range, the middle (so no search takes more than twice the rounds of a bisection)."""
+    is ``found``. Each step reads the first record at a guess: just below where its time is
+    expected (interpolated between the record known below and ``found``: a backfill's
+    times rise about evenly, so a few steps land there, and the record the reader sends
+    after it is the answer), or, after a guess that did not halve the range, the middle (so
+    no search takes more than twice the rounds of a bisection, plus one). While no record
+    below the time is known (a query's first trigger knows no partition time), the guess
+    is the range's start: its record is the answer, or the anchor the interpolation needs
+    (without it, the first capped trigger of benchmarks/trigger_cost.py bisected down to
+    the windows' first records, 5 rounds)."""
 
     __slots__ = ("time", "low", "high", "below", "found", "interpolate")
 
@@ -116,31 +130,49 @@ class _Search:
         return self.low < self.high
 
     def guess(self) -> int:
+        if self.below is None:
+            return self.low
         middle = (self.low + self.high) // 2
-        if not (self.interpolate and self.below is not None and self.found is not None):
+        if not (self.interpolate and self.found is not None):
             return middle
+        # Just below where the first record >= time is expected (the last offset whose
+        # interpolated time is below it): read there, the record after it is the answer.
         (low_offset, low_time), (high_offset, high_time) = self.below, self.found
-        expected = low_offset + (self.time - low_time) * (high_offset - low_offset) // max(high_time - low_time, 1)
+        rise = (self.time - low_time) * (high_offset - low_offset)
+        expected = low_offset + (rise - 1) // max(high_time - low_time, 1)
         return min(max(expected, self.low), self.high - 1)
 
-    def learn(self, at: int, record: Optional[tuple[int, int]]) -> None:
-        """What the first record at or after ``at`` (None: none before ``high``) says."""
-        span = self.high - self.low
+    def learn(self, at: int, record: _Record, following: Optional[tuple[_Record]] = None) -> None:
+        """What the first record at or after ``at`` (None: none before ``high``) says, and
+        ``following``, where known, the first one after it (in a tuple: None there is no
+        record before ``high``). The read that found the first anchor below the time is no
+        interpolation that failed, and a record with the one after it is one step."""
+        span, anchored = self.high - self.low, self.below is not None
+        self._narrow(at, record)
+        if following is not None and self.open and record is not None and record[1] < self.time:
+            self._narrow(record[0] + 1, following[0])
+        self.interpolate = not anchored or 2 * (self.high - self.low) <= span
+
+    def _narrow(self, at: int, record: _Record) -> None:
         if record is not None and record[1] < self.time:
             self.low, self.below = record[0] + 1, record  # the first >= time lies after it
         else:  # none in [at, high) is older: the first >= time is this record or before it
             self.high = at
             if record is not None:
                 self.found = record
-        self.interpolate = 2 * (self.high - self.low) <= span
 
 
 class OrderedRecords:
     """``largest`` and ``first(t)`` of partitions whose times do not go backwards, from the
     records ``first_records`` reads (see the module docstring)."""
 
-    def __init__(self, first_records: FirstRecords) -> None:
+    def __init__(self, first_records: FirstRecords, known_first_record: Optional[KnownFirstRecord] = None) -> None:
+        """``known_first_record``: the first record at or after an offset where the reader
+        learnt it without being asked (the record after an answer, sent with it); each
+        record read is followed by it, so a search that read just below its target ends
+        without another round."""
         self._first_records = first_records
+        self._known_first_record = known_first_record
         self._known: dict[TopicPartition, _Known] = {}
         self.rounds = 0
         """Rounds of record reads since the query started (each: one fetch per leader)."""
@@ -165,7 +197,7 @@ class OrderedRecords:
         steps = dict.fromkeys(empty_from, 1)
         while steps:  # back from the end until a record is found: 1, 4, 16 ... offsets
             asking = {tp: max(windows[tp][0], empty_from[tp] - step) for tp, step in steps.items()}
-            found = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
+            found, _ = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
             for tp, at in asking.items():
                 record = found.get(tp)
                 if record is not None:
@@ -182,7 +214,7 @@ class OrderedRecords:
                       if offset + 1 < empty_from[tp]}
             if not asking:
                 break
-            found = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
+            found, _ = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
             for tp, at in asking.items():
                 record = found.get(tp)
                 if record is not None:
@@ -204,9 +236,10 @@ class OrderedRecords:
             asking = {tp: search.guess() for tp, search in searches.items() if search.open}
             if not asking:
                 break
-            found = self._read({tp: (at, searches[tp].high) for tp, at in asking.items()}, partition_times)
+            found, following = self._read({tp: (at, searches[tp].high) for tp, at in asking.items()},
+                                          partition_times)
             for tp, at in asking.items():
-                searches[tp].learn(at, found.get(tp))
+                searches[tp].learn(at, found.get(tp), (following[tp],) if tp in following else None)
         return {tp: search.found for tp, search in searches.items()}
 
     def _known_of(self, tp: TopicPartition) -> _Known:
@@ -215,13 +248,15 @@ class OrderedRecords:
             known = self._known[tp] = _Known()
         return known
 
-    def _read(self, ranges: Mapping[TopicPartition, tuple[int, int]],
-              partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+    def _read(self, ranges: Mapping[TopicPartition, tuple[int, int]], partition_times: Mapping[TopicPartition, int]
+              ) -> tuple[dict[TopicPartition, _Record], dict[TopicPartition, _Record]]:
         """One round: the first record with a time in each ``[offset, end)``, remembered and
-        checked against the promise."""
+        checked against the promise; and per partition whose record's next one the reader
+        knows, that one (:meth:`_follow`)."""
         self.rounds += 1
         found = self._first_records(ranges)
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        following: dict[TopicPartition, _Record] = {}
         untimed = {}
         for tp, (_, end) in ranges.items():
             record = found.get(tp)
@@ -237,6 +272,20 @@ class OrderedRecords:
                                    f"the partition's time {partition_times[tp]} before the batch")
             self._known_of(tp).add(tp, record[0], record[1])
             answers[tp] = record
+            if self._known_first_record is not None:
+                self._follow(tp, self._known_first_record(tp, record[0] + 1), end, following)
         if untimed:
             raise IndexCannotAnswer(untimed)
-        return answers
+        return answers, following
+
+    def _follow(self, tp: TopicPartition, record: _Record, end: int, following: dict[TopicPartition, _Record]) -> None:
+        """The record after an answer, where the reader knows it: remembered (and checked
+        against the promise), and in ``following`` for the search that asked — None where it
+        lies past the range's end. A record that takes its partition's time is left unused."""
+        if record is None or record[1] < 0:
+            return
+        if record[0] >= end:
+            following[tp] = None
+            return
+        self._known_of(tp).add(tp, record[0], record[1])
+        following[tp] = record
