@@ -27,8 +27,10 @@ format("kafka")'s trigger on the same topics is measured beside: the ``latestOff
 Spark reports for its batches.
 
 ``python -m benchmarks.trigger_cost`` prints the results as JSON; ``--tiny`` runs small sizes
-in seconds (a CI smoke); ``--profile N`` prints a pyinstrument profile of the time-index
-trigger at N partitions. ``make bench`` calls :func:`measure`.
+in seconds (a CI smoke); ``--modes`` and ``--sizes`` choose planning paths and topic sizes
+(``--modes timeIndex,recordProbes``: the promised event time beside the time index, their
+batches compared); ``--profile N`` prints a pyinstrument profile of the first ``--modes``
+path's trigger at N partitions. ``make bench`` calls :func:`measure`.
 """
 
 from __future__ import annotations
@@ -213,9 +215,9 @@ def trigger_cost(bootstrap: str, topic: str, partitions: int, mode: str,
 
 
 def broker_measurements(bootstrap: str, sizes: tuple[int, ...], reps: int = REPS,
-                        spark: Any = None) -> dict[str, Any]:
+                        spark: Any = None, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """Per size, mode and limit: :func:`trigger_cost` (the batches' ends compared across
-    modes: both paths must cut the same batches here, no transactions or gaps)."""
+    modes: the paths must cut the same batches here, no transactions or gaps)."""
     results: dict[str, Any] = {}
     base = _base_ts()
     for partitions in sizes:
@@ -225,7 +227,7 @@ def broker_measurements(bootstrap: str, sizes: tuple[int, ...], reps: int = REPS
         for limit_name, max_offsets in (("no_limit", None),
                                         ("max_offsets_per_trigger", LIMIT_PER_PARTITION * partitions)):
             runs = {mode: trigger_cost(bootstrap, topic, partitions, mode, max_offsets, reps)
-                    for mode in MODES}
+                    for mode in modes}
             ends = [run.pop("ends") for run in runs.values()]
             assert all(e == ends[0] for e in ends), f"{limit_name}: the paths cut different batches"
             if spark is not None:
@@ -324,12 +326,14 @@ def format_kafka_trigger_ms(spark: Any, bootstrap: str, topic: str, max_offsets:
 
 
 def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Optional[str] = None,
-            reps: int = REPS, spark: Any = None,
+            reps: int = REPS, spark: Any = None, modes: tuple[str, ...] = MODES,
+            sizes: Optional[tuple[int, ...]] = None,
             log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """The whole measurement: a broker of its own (unless ``bootstrap`` names one), the
-    broker sizes, the model sizes. ``tiny``: one small size each, for a smoke run. With a
+    broker sizes (``sizes``, else the default or tiny ones) for the planning paths
+    ``modes``, the model sizes. ``tiny``: one small size each, for a smoke run. With a
     ``spark`` session that has the Kafka connector, format("kafka")'s trigger beside."""
-    broker_sizes = TINY_BROKER_SIZES if tiny else BROKER_SIZES
+    broker_sizes = sizes or (TINY_BROKER_SIZES if tiny else BROKER_SIZES)
     model_sizes = TINY_MODEL_SIZES if tiny else MODEL_SIZES
     results: dict[str, Any] = {"records_per_partition": RECORDS_PER_PARTITION,
                                "max_offsets_per_trigger": f"{LIMIT_PER_PARTITION} x partitions",
@@ -338,7 +342,7 @@ def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Opti
     results["model"] = model_measurements(model_sizes, reps)
     if bootstrap is not None:
         results["broker"] = {"bootstrap": bootstrap,
-                             **broker_measurements(bootstrap, broker_sizes, reps, spark)}
+                             **broker_measurements(bootstrap, broker_sizes, reps, spark, modes)}
         return results
     from kafkasync_dev.testing.kafka_dist import maven_kafka
     from kafkasync_dev.testing.local_broker import LocalKafkaBroker
@@ -347,13 +351,14 @@ def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Opti
         log(f"trigger cost: Apache Kafka {broker.version()} at {broker.bootstrap_servers}, "
             f"{broker_sizes} partitions")
         results["broker"] = {"kafka_version": broker.version(),
-                             **broker_measurements(broker.bootstrap_servers, broker_sizes, reps, spark)}
+                             **broker_measurements(broker.bootstrap_servers, broker_sizes, reps, spark, modes)}
     return results
 
 
-def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = True) -> str:
-    """A pyinstrument profile of the first time-index trigger of ``REPS`` fresh readers (the
-    trigger that has learnt nothing yet, and so asks the most)."""
+def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = True,
+            mode: str = "timeIndex") -> str:
+    """A pyinstrument profile of the first trigger of ``REPS`` fresh readers of the planning
+    path ``mode`` (the trigger that has learnt nothing yet, and so asks the most)."""
     from pyinstrument import Profiler
 
     from kafkasync_dev.testing.kafka_dist import maven_kafka
@@ -364,7 +369,7 @@ def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = Tr
         fill_topic(broker.bootstrap_servers, topic, partitions, _base_ts())
         profiler = Profiler(interval=0.0005)
         for _ in range(REPS):
-            reader = _reader(broker.bootstrap_servers, topic, "timeIndex",
+            reader = _reader(broker.bootstrap_servers, topic, mode,
                              LIMIT_PER_PARTITION * partitions if limited else None)
             try:
                 start = reader.initialOffset()
@@ -383,15 +388,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--kafka-version", default="4.3.1")
     parser.add_argument("--reps", type=int, default=REPS)
     parser.add_argument("--profile", type=int, metavar="PARTITIONS",
-                        help="print a profile of the time-index trigger at this many partitions")
+                        help="print a profile of the first trigger (of the first --modes path) at this many partitions")
     parser.add_argument("--no-limit", action="store_true", help="profile without maxOffsetsPerTrigger")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated planning paths to measure (of {', '.join(MODES)}); "
+                             "with --profile, the first one is profiled")
+    parser.add_argument("--sizes", help="comma-separated partition counts of the broker topics "
+                                        f"(default {','.join(map(str, BROKER_SIZES))})")
     parser.add_argument("--spark-kafka-jars", metavar="JARS",
                         help='comma-separated jars of Spark\'s Kafka connector: measure format("kafka") too')
     args = parser.parse_args(argv)
     # A terminated run still stops its broker (the with-blocks close on SystemExit).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    modes = tuple(args.modes.split(","))
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"--modes: unknown planning paths {sorted(unknown)} (known: {', '.join(MODES)})")
     if args.profile:
-        print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit))
+        print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit, mode=modes[0]))
         return 0
     spark = None
     if args.spark_kafka_jars:
@@ -400,7 +414,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         spark = (SparkSession.builder.master("local[2]").config("spark.jars", args.spark_kafka_jars)
                  .config("spark.ui.enabled", "false").getOrCreate())
     results = measure(tiny=args.tiny, kafka_version=args.kafka_version, bootstrap=args.bootstrap,
-                      reps=args.reps, spark=spark,
+                      reps=args.reps, spark=spark, modes=modes,
+                      sizes=tuple(int(size) for size in args.sizes.split(",")) if args.sizes else None,
                       log=lambda message: print(message, file=sys.stderr, flush=True))
     print(json.dumps(results, indent=1))
     return 0
