@@ -6,7 +6,8 @@ when the query starts: an unknown option or a bad value fails fast with a messag
 option and what is allowed, instead of surfacing later as a stuck or silently wrong query.
 
 The client settings the ``kafka.*`` options become (client_config.py), ``subscribePattern``'s
-Java regex (java_regex.py) and the option reference (option_docs.py) live beside this module.
+Java regex (java_regex.py), how a value is spelt (option_values.py) and the option reference
+(option_docs.py) live beside this module.
 """
 
 from __future__ import annotations
@@ -16,12 +17,22 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union, overload
+from typing import Mapping, Optional, Union
 
 from kafkasync_source.config.client_config import client_config_from, query_group_id
 from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.java_regex import java_regex_to_python
 from kafkasync_source.config.option_docs import OPTION_DOCS, documented_source_options
+from kafkasync_source.config.option_values import (
+    boolean,
+    bounded_int,
+    duration_ms,
+    json_int,
+    json_integer,
+    one_of,
+    positive_int,
+    task_idle_ms,
+)
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
     EXTRACTOR,
@@ -244,7 +255,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
             "read nothing); use an offset or -2 (earliest)."
         )
     ending = _offset_spec(lowered, "endingOffsets", allowed=("latest",))
-    max_task_idle_ms = _max_task_idle_ms(lowered.get("max.task.idle.ms", "0"))
+    max_task_idle_ms = task_idle_ms(lowered.get("max.task.idle.ms", "0"))
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     planning_mode = _planning_mode(lowered)
     return SourceOptions(
@@ -253,39 +264,39 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         commit_group_id=commit_group_id,
         starting_offsets=starting,
         ending_offsets=ending,
-        fail_on_data_loss=_boolean(lowered, "failondataloss", "failOnDataLoss", True),
-        include_headers=_boolean(lowered, "includeheaders", "includeHeaders", False),
-        include_partition_time=_boolean(lowered, "includepartitiontime", "includePartitionTime", False),
+        fail_on_data_loss=boolean(lowered, "failondataloss", "failOnDataLoss", True),
+        include_headers=boolean(lowered, "includeheaders", "includeHeaders", False),
+        include_partition_time=boolean(lowered, "includepartitiontime", "includePartitionTime", False),
         max_task_idle_ms=max_task_idle_ms,
-        driver_buffer_bytes=_bounded_int(
+        driver_buffer_bytes=bounded_int(
             lowered, "driver.buffer.bytes", DEFAULT_DRIVER_BUFFER_BYTES, _DRIVER_BUFFER_BYTES_RANGE
         ),
-        buffered_records_per_partition=_bounded_int(
+        buffered_records_per_partition=bounded_int(
             lowered, "buffered.records.per.partition", None,
             (1, _DRIVER_BUFFER_BYTES_RANGE[1] // BYTES_PER_BUFFERED_RECORD),
         ),
         rate_limits=_rate_limits(lowered, streaming, max_task_idle_ms),
         timestamps=_timestamp_options(lowered),
-        max_records_per_partition=_positive_int(
+        max_records_per_partition=positive_int(
             lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION,
             display="maxRecordsPerPartition",
         ),
-        min_partitions=_bounded_int(
+        min_partitions=bounded_int(
             lowered, "minpartitions", None, (1, WAIT_FOREVER), display="minPartitions"
         ),
-        poll_timeout_ms=_positive_int(
+        poll_timeout_ms=positive_int(
             lowered, "kafkaconsumer.polltimeoutms", DEFAULT_POLL_TIMEOUT_MS,
             display="kafkaConsumer.pollTimeoutMs",
         ),
-        partition_discovery_interval_ms=_positive_int(
+        partition_discovery_interval_ms=positive_int(
             lowered, "partitiondiscoveryintervalms", DEFAULT_PARTITION_DISCOVERY_INTERVAL_MS,
             display="partitionDiscoveryIntervalMs",
         ),
-        fetch_offset_retries=_bounded_int(
+        fetch_offset_retries=bounded_int(
             lowered, "fetchoffset.numretries", DEFAULT_FETCH_OFFSET_RETRIES, (0, 1000),
             display="fetchOffset.numRetries",
         ),
-        fetch_offset_retry_interval_ms=_bounded_int(
+        fetch_offset_retry_interval_ms=bounded_int(
             lowered, "fetchoffset.retryintervalms", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
             (0, 3_600_000), display="fetchOffset.retryIntervalMs",
         ),
@@ -309,7 +320,7 @@ def _with_suggestion(unknown: str) -> str:
 
 
 def _planning_mode(lowered: Mapping[str, str]) -> str:
-    return _one_of(lowered, "planningMode", PLANNING_MODES)
+    return one_of(lowered, "planningMode", PLANNING_MODES)
 
 
 def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[EventTimeOptions]:
@@ -352,9 +363,9 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[Even
     options = EventTimeOptions(
         source=source,
         expression=expression.strip() if source == EXTRACTOR else expression,
-        format=_one_of(lowered, "eventTime.format", FORMATS),
-        on_invalid=_one_of(lowered, "eventTime.onInvalid", INVALID_POLICIES),
-        order=_one_of(lowered, "eventTime.order", ORDERS),
+        format=one_of(lowered, "eventTime.format", FORMATS),
+        on_invalid=one_of(lowered, "eventTime.onInvalid", INVALID_POLICIES),
+        order=one_of(lowered, "eventTime.order", ORDERS),
     )
     try:
         options.check()
@@ -362,16 +373,6 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[Even
         raise KafkaSyncOptionError(str(err)) from None
     return options
 
-
-def _one_of(lowered: Mapping[str, str], display: str, allowed: tuple[str, ...]) -> str:
-    """A keyword option, matched case-insensitively; ``allowed[0]`` is the default."""
-    value = lowered.get(display.lower(), allowed[0]).strip()
-    for keyword in allowed:
-        if value.lower() == keyword.lower():
-            return keyword
-    raise KafkaSyncOptionError(
-        f"Option '{display}' must be one of {', '.join(allowed)}; got {value!r}."
-    )
 
 
 
@@ -400,7 +401,7 @@ def _subscription(lowered: Mapping[str, str]) -> Subscription:
     if not isinstance(parsed, dict) or not all(isinstance(p, list) for p in parsed.values()):
         raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.")
     assigned = tuple(
-        TopicPartition(topic, _json_integer(partition, "assign", f"partition of topic {topic!r}"))
+        TopicPartition(topic, json_integer(partition, "assign", f"partition of topic {topic!r}"))
         for topic, partitions in parsed.items()
         for partition in partitions
     )
@@ -431,7 +432,7 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
         raise KafkaSyncOptionError(f"{form}; got {value!r}.")
     spec = {
         topic: {
-            _partition_key(p, display, topic): _json_integer(o, display, f"offset of {topic}-{p}")
+            _partition_key(p, display, topic): json_integer(o, display, f"offset of {topic}-{p}")
             for p, o in partitions.items()
         }
         for topic, partitions in parsed.items()
@@ -450,14 +451,6 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
     return spec
 
 
-def _json_integer(value: object, display: str, what: str) -> int:
-    """An integer written as a JSON number. ``int()`` would turn ``true`` into 1 and ``0.9``
-    into 0 — a read of the wrong partition or offset instead of an error."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise KafkaSyncOptionError(
-            f"Option '{display}': the {what} must be an integer JSON number; got {json.dumps(value)}."
-        )
-    return value
 
 
 def _partition_key(key: str, display: str, topic: str) -> int:
@@ -511,19 +504,6 @@ def _autostop(lowered: Mapping[str, str], streaming: Optional[bool]) -> tuple[st
     return mode, key.strip(), topic
 
 
-def _boolean(lowered: Mapping[str, str], key: str, display: str, default: bool) -> bool:
-    value = lowered.get(key)
-    if value is None:
-        return default
-    if value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise KafkaSyncOptionError(f"Option '{display}' must be 'true' or 'false'; got {value!r}.")
-
-
-def _positive_int(
-    lowered: Mapping[str, str], key: str, default: int, *, display: Optional[str] = None
-) -> int:
-    return _bounded_int(lowered, key, default, (1, WAIT_FOREVER), display=display)
 
 
 def _timestamp_options(lowered: Mapping[str, str]) -> TimestampOptions:
@@ -561,7 +541,7 @@ def _timestamp_spec(lowered: Mapping[str, str], single: str, by_partition: str) 
     try:
         parsed = json.loads(value)
         spec = {
-            str(topic): {_json_int(p, allow_str=True): _json_int(t) for p, t in partitions.items()}
+            str(topic): {json_int(p, allow_str=True): json_int(t) for p, t in partitions.items()}
             for topic, partitions in parsed.items()
         }
         if any(t < 0 for partitions in spec.values() for t in partitions.values()):
@@ -574,15 +554,6 @@ def _timestamp_spec(lowered: Mapping[str, str], single: str, by_partition: str) 
     return spec
 
 
-def _json_int(value: object, *, allow_str: bool = False) -> int:
-    """A JSON integer (or, for partition keys, its string form); bools and floats rejected."""
-    if isinstance(value, bool):
-        raise ValueError("boolean")
-    if isinstance(value, int):
-        return value
-    if allow_str and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ValueError(f"not an integer: {value!r}")
 
 
 _RATE_LIMIT_OPTIONS = {
@@ -609,16 +580,16 @@ def _rate_limits(
             "cannot be combined with max.task.idle.ms=-1, which does not synchronize."
         )
     limits = RateLimitOptions(
-        max_offsets_per_trigger=_bounded_int(
+        max_offsets_per_trigger=bounded_int(
             lowered, "maxoffsetspertrigger", None, (1, WAIT_FOREVER), display="maxOffsetsPerTrigger"
         ),
-        min_offsets_per_trigger=_bounded_int(
+        min_offsets_per_trigger=bounded_int(
             lowered, "minoffsetspertrigger", None, (1, WAIT_FOREVER), display="minOffsetsPerTrigger"
         ),
-        max_trigger_delay_ms=_duration_ms(
+        max_trigger_delay_ms=duration_ms(
             lowered, "maxtriggerdelay", "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
         ),
-        max_event_time_per_trigger_ms=_duration_ms(
+        max_event_time_per_trigger_ms=duration_ms(
             lowered, "maxeventtimepertrigger", "maxEventTimePerTrigger", None
         ),
     )
@@ -627,70 +598,3 @@ def _rate_limits(
 
 # Spark's time strings (JavaUtils.timeSuffixes: us, ms, s, m/min, h, d; a bare number is ms),
 # plus the spelled-out units of an interval ("30 minutes"), which read better in an option.
-_DURATION = re.compile(r"(\d+)\s*([a-z]*)")
-_DURATION_UNITS_MS = {
-    "": 1, "ms": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
-
-
-@overload
-def _duration_ms(lowered: Mapping[str, str], key: str, display: str, default: int) -> int: ...
-@overload
-def _duration_ms(lowered: Mapping[str, str], key: str, display: str, default: None) -> Optional[int]: ...
-def _duration_ms(
-    lowered: Mapping[str, str], key: str, display: str, default: Optional[int]
-) -> Optional[int]:
-    value = lowered.get(key)
-    if value is None:
-        return default
-    match = _DURATION.fullmatch(value.strip().lower())
-    unit_ms = _DURATION_UNITS_MS.get(match.group(2)) if match else None
-    milliseconds = int(match.group(1)) * unit_ms if match and unit_ms else 0
-    if milliseconds <= 0 or milliseconds > WAIT_FOREVER:
-        raise KafkaSyncOptionError(
-            f"Option '{display}' must be a positive duration such as '500ms', '30s', '15m', "
-            f"'2h', '1d' or '30 minutes'; got {value!r}."
-        )
-    return milliseconds
-
-
-@overload
-def _bounded_int(lowered: Mapping[str, str], key: str, default: int, bounds: tuple[int, int],
-                 *, display: Optional[str] = None) -> int: ...
-@overload
-def _bounded_int(lowered: Mapping[str, str], key: str, default: None, bounds: tuple[int, int],
-                 *, display: Optional[str] = None) -> Optional[int]: ...
-def _bounded_int(
-    lowered: Mapping[str, str], key: str, default: Optional[int], bounds: tuple[int, int],
-    *, display: Optional[str] = None,
-) -> Optional[int]:
-    value = lowered.get(key)
-    if value is None:
-        return default
-    low, high = bounds
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = low - 1
-    if not low <= number <= high:
-        allowed = "a positive integer" if bounds == (1, WAIT_FOREVER) else f"an integer from {low} to {high}"
-        raise KafkaSyncOptionError(f"Option '{display or key}' must be {allowed}; got {value!r}.")
-    return number
-
-
-def _max_task_idle_ms(value: str) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = NEVER_WAIT - 1
-    if number < NEVER_WAIT or number > WAIT_FOREVER:
-        raise KafkaSyncOptionError(
-            "Option 'max.task.idle.ms' must be an integer: -1 (never wait, like format(\"kafka\")),"
-            " 0 (default: wait for fetches, not for producers), N > 0 (wait up to N ms for "
-            f"producers) or {WAIT_FOREVER} (wait forever); got {value!r}."
-        )
-    return number
