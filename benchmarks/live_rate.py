@@ -153,26 +153,21 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 def step(spark, source: str, bootstrap: str, rate: int, seconds: float, warm_up_s: float) -> dict[str, Any]:
     """One rate step (see the module's docstring): latency quantiles over the steady window,
     whether the rate was sustained, CPU seconds per 1,000 records per process, batch phases."""
-    from benchmarks.side_by_side import _jvm_pid, _phases, _steady_batches, cpu_seconds_by_process
+    from benchmarks.side_by_side import (
+        _jvm_pid,
+        _phases,
+        _steady_batches,
+        arrival_sink,
+        cpu_seconds_by_process,
+        wait_for_a_row,
+    )
 
     topic = f"kafkasync-live-rate-{source}-{rate}-{time.time_ns()}"
     _create_topic(bootstrap, topic)
-    arrivals: list[tuple[float, list[int]]] = []  # (arrival ms, CreateTime ms of each row)
-    lock = threading.Lock()
-
-    def sink(frame, batch_id):
-        stamps = [row[0] for row in frame.selectExpr("unix_millis(timestamp)").collect()]
-        arrived = time.time() * 1000
-        with lock:
-            arrivals.append((arrived, stamps))
-
+    arrivals, sink = arrival_sink()
     query = _reader(spark, source, bootstrap, topic).load().writeStream.foreachBatch(sink).start()
     try:
-        deadline = time.monotonic() + 120
-        while not arrivals:
-            if query.exception() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{source} gave no row: {query.exception()}")
-            time.sleep(0.01)
+        wait_for_a_row(query, source, arrivals)
         producer = _Producer(bootstrap, topic, rate, seconds)
         time.sleep(warm_up_s)
         cpu_before, machine_before = cpu_seconds_by_process(_jvm_pid(spark)), _machine_busy_seconds()
@@ -193,10 +188,10 @@ def step(spark, source: str, bootstrap: str, rate: int, seconds: float, warm_up_
     began_ms = produced["began_ms"]
     steady_from_ms = began_ms + warm_up_s * 1000
     steady_to_ms = began_ms + (seconds - TAIL_SECONDS) * 1000
-    with lock:
-        delivered = sum(len(stamps) for _, stamps in arrivals)
-        latencies = sorted((stamp, at - stamp) for at, stamps in arrivals for stamp in stamps
-                           if steady_from_ms <= stamp < steady_to_ms)
+    arrived = list(arrivals)  # the query is stopped: no batch is added any more
+    delivered = sum(len(stamps) for _, stamps in arrived)
+    latencies = sorted((stamp, at - stamp) for at, stamps in arrived for stamp in stamps
+                       if steady_from_ms <= stamp < steady_to_ms)
     # Records never delivered are the last ones produced: those beyond the producer's last
     # TAIL_SECONDS are outside the window, the rest in it, their latency past any bound.
     missing = max(0, expected - delivered - round(produced["records"] / produced["seconds"] * TAIL_SECONDS))

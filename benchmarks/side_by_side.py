@@ -282,6 +282,30 @@ class _Produced:
             self.error = err
 
 
+def arrival_sink() -> tuple[list[tuple[float, list[float]]], Callable[[Any, int], None]]:
+    """A ``foreachBatch`` function that notes, per batch, when it arrived (ms) and each row's
+    ``CreateTime`` (ms), and the list it appends to: what a record's latency is taken from."""
+    arrivals: list[tuple[float, list[float]]] = []
+    lock = threading.Lock()
+
+    def sink(frame: Any, batch_id: int) -> None:
+        stamps = [row[0] for row in frame.selectExpr("unix_millis(timestamp)").collect()]
+        arrived = time.time() * 1000
+        with lock:
+            arrivals.append((arrived, stamps))
+
+    return arrivals, sink
+
+
+def wait_for_a_row(query: Any, source: str, arrivals: list[tuple[float, list[float]]], timeout_s: float = 120) -> None:
+    """Until the first row arrived; fails with the query's exception, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not any(stamps for _, stamps in list(arrivals)):
+        if query.exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{source} gave no row: {query.exception()}")
+        time.sleep(0.01)
+
+
 def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float) -> dict[str, Any]:
     """One source's live stream into ``foreachBatch``: time to first row, then ``seconds`` of
     steady batches (a Kafka source reads ``RATE`` records/s produced meanwhile; ``rate`` makes
@@ -290,23 +314,11 @@ def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float
     each process used."""
     from benchmarks.runner_trace import TRACE_ENV
 
-    arrivals: list[tuple[float, list[float]]] = []  # (arrival ms, CreateTime ms of each row)
-    lock = threading.Lock()
-
-    def sink(frame, batch_id):
-        stamps = [row[0] for row in frame.selectExpr("unix_millis(timestamp)").collect()]
-        arrived = time.time() * 1000
-        with lock:
-            arrivals.append((arrived, stamps))
-
+    arrivals, sink = arrival_sink()
     started = time.time() * 1000
     query = _live_reader(spark, source, bootstrap, topic).load().writeStream.foreachBatch(sink).start()
     try:
-        deadline = time.monotonic() + 120
-        while not any(stamps for _, stamps in list(arrivals)):
-            if query.exception() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{source} gave no row: {query.exception()}")
-            time.sleep(0.01)
+        wait_for_a_row(query, source, arrivals)
         first_row_ms = next(at for at, stamps in list(arrivals) if stamps) - started
         # Every source's run has the producer and the broker at work, so that all run on a
         # machine equally busy; only the Kafka sources read what it writes.
