@@ -178,10 +178,12 @@ def scenarios(draw: st.DrawFn, *, in_order_from_start: bool = False, partitions:
     distinct = in_order_from_start or draw(st.booleans())
     logs, starts, partition_times, stops = {}, {}, {}, {}
     read_committed = draw(st.booleans()) if transactional else True
-    pool = iter(draw(st.lists(st.integers(0, 15 * partitions), min_size=10 * partitions,
-                              max_size=10 * partitions, unique=distinct)))
-    for index in range(count):
-        size = draw(st.integers(0, 8))
+    # Every partition's size first, then just the timestamps they hold (the same values as a
+    # larger pool's first ones: drawing unused ones only cost time).
+    sizes = [draw(st.integers(0, 8)) for _ in range(count)]
+    pool = iter(draw(st.lists(st.integers(0, 15 * partitions), min_size=sum(sizes),
+                              max_size=sum(sizes), unique=distinct)))
+    for index, size in enumerate(sizes):
         timestamps = [next(pool) for _ in range(size)]
         if in_order_from_start:
             timestamps.sort()
