@@ -78,7 +78,8 @@ def event_time_cost(bootstrap: str) -> None:
     from benchmarks import event_time
 
     _check("eventTime.jsonPath", event_time.run(bootstrap, 500, repeats=1),
-           "extraction_one_core.records_per_s.json_path", "driver_fetch_records_per_s.json_path",
+           "extraction_one_core.records_per_s.json_path", "extraction_one_core.batch_records_per_s.json_path",
+           "driver_fetch_records_per_s.json_path",
            "speed_vs_without", "speed_vs_fetch_path", "bytes_vs_fetch_path",
            "capped_speed_vs_without", "latest_offset_wait_python_extractor.snapshot_ms_p99",
            "latest_offset_wait_python_extractor.consume_batch_extraction_ms",

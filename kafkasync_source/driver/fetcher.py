@@ -375,6 +375,12 @@ class DriverFetcher:
     def _times_of(self, messages: list) -> list:
         """Each record's time code, or the KafkaSyncEventTimeError its time ends in (None for
         an event that is not a record)."""
+        if all(message.error() is None for message in messages):
+            try:
+                # The seam's batch reader: about a third less a JSON record (event_time/json_path.py).
+                return self._record_time.times_of(messages)
+            except Exception:  # noqa: BLE001 - a time that fails, or worse: the loop below names its record
+                pass
         time_of = self._record_time.time_of
         times: list = []
         append = times.append

@@ -63,7 +63,7 @@ from typing import Any, Callable, Optional
 
 from kafkasync_source.event_time.extractor import function_reader
 from kafkasync_source.event_time.formats import InvalidTime, converter
-from kafkasync_source.event_time.json_path import json_reader
+from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
 from kafkasync_source.event_time.options import (
     HEADER,
     ISO8601,
@@ -113,9 +113,13 @@ KAFKA_TIMESTAMP: RecordTime = _KafkaTimestamp()
 class _ExtractedTime(RecordTime):
     """A time read from the record by ``read`` (raising InvalidTime), then the invalid policy."""
 
-    def __init__(self, options: EventTimeOptions, read: Callable[[Any], int]) -> None:
+    def __init__(self, options: EventTimeOptions, read: Callable[[Any], int],
+                 read_all: Optional[Callable[[list], Optional[list[int]]]] = None) -> None:
+        """``read_all``: a faster ``times_of`` for batches whose records all have valid times,
+        returning None otherwise (then each record is read)."""
         self._options = options
         self._read = read
+        self._read_all = read_all
 
     def time_of(self, record: Any) -> int:
         try:
@@ -126,6 +130,10 @@ class _ExtractedTime(RecordTime):
             return self._invalid(record, err)
 
     def times_of(self, records: list) -> list[int]:
+        if self._read_all is not None:
+            valid_times = self._read_all(records)
+            if valid_times is not None:
+                return valid_times
         read = self._read
         times: list[int] = []
         append = times.append
@@ -179,12 +187,11 @@ def record_time(options: Optional[EventTimeOptions]) -> RecordTime:
     if options is None:
         return KAFKA_TIMESTAMP
     if options.source == JSON_PATH:
-        read = json_reader(options.expression, options.format)
-    elif options.source == HEADER:
-        read = _header_reader(options.expression, options.format)
-    else:
-        read = function_reader(options.expression)
-    return _ExtractedTime(options, read)
+        return _ExtractedTime(options, json_reader(options.expression, options.format),
+                              json_batch_reader(options.expression, options.format))
+    if options.source == HEADER:
+        return _ExtractedTime(options, _header_reader(options.expression, options.format))
+    return _ExtractedTime(options, function_reader(options.expression))
 
 
 _DECIMAL_TEXT = re.compile(rb"\s*-?\d+(\.\d+)?\s*")
