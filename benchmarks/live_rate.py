@@ -435,6 +435,15 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
     return met
 
 
+def measure_tiny(bootstrap: str, jars: str, *, rates: Optional[tuple[int, ...]] = None,
+                 seconds: Optional[float] = None, conditions: Optional[dict[str, int]] = None,
+                 log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """A smoke run of :func:`measure` (``make bench-smoke``): one rate, 7 s steps (1 s of warm-up,
+    :data:`TAIL_SECONDS` of tail, so a steady window of 2 s), 2 s of JVM warm-up."""
+    return measure(bootstrap, jars, rates=rates or (COST_RATE,), seconds=seconds or 7.0, warm_up_s=1.0,
+                   jvm_warm_up_s=2.0, conditions=conditions, log=log)
+
+
 def measure_here(*, tiny: bool = False, rates: Optional[tuple[int, ...]] = None,
                  conditions: Optional[dict[str, int]] = None, seconds: Optional[float] = None,
                  log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
@@ -450,8 +459,7 @@ def measure_here(*, tiny: bool = False, rates: Optional[tuple[int, ...]] = None,
         if bootstrap is None:
             return {"skipped": why_not}
         if tiny:
-            return measure(bootstrap, jars, rates=rates or (COST_RATE,), seconds=seconds or 10.0, warm_up_s=3.0,
-                           jvm_warm_up_s=4.0, conditions=conditions, log=log)
+            return measure_tiny(bootstrap, jars, rates=rates, seconds=seconds, conditions=conditions, log=log)
         return measure(bootstrap, jars, rates=rates or RATES, seconds=seconds or STEP_SECONDS,
                        conditions=conditions, log=log)
 
@@ -466,7 +474,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         child_main(argv[1:])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="one rate, 10 s steps: a smoke run")
+    parser.add_argument("--tiny", action="store_true", help="one rate, 7 s steps: a smoke run")
     parser.add_argument("--rates", help="comma-separated records/s, instead of the default steps")
     parser.add_argument("--seconds", type=float, help="a step's length, instead of the default")
     parser.add_argument("--conditions", choices=("both", "as-is", "starved"), default="both")
