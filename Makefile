@@ -86,9 +86,10 @@ test: venv
 # options, event time and its property tests, offsets, client settings, Java stores, the layout),
 # and one smoke through both: a stream with a checkpoint restarted, a batch read and an
 # availableNow run on the embedded cluster, the source found by auto-discovery
-# (scripts/pyspark_smoke.py, as make versions runs it). make test runs everything on 3.11.
+# (scripts/pyspark_smoke.py, as make versions runs it). make test runs everything on 3.11; here
+# each property test draws a quarter of its examples (tests/property_budget.py says why).
 test-core: venv
-	$(PY) -m pytest tests -q -m "not slow and not spark and not kafka" $(PYTEST_ARGS)
+	KAFKASYNC_EXAMPLES_SHARE=0.25 $(PY) -m pytest tests -q -m "not slow and not spark and not kafka" $(PYTEST_ARGS)
 	$(PY) scripts/pyspark_smoke.py
 
 # pytest exits 5 when it collects nothing: no test is marked slow yet, which is not a failure.

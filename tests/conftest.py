@@ -34,7 +34,9 @@ os.environ.setdefault("TZ", "UTC")
 try:  # Property tests: no per-example deadline (CI machines are slow and noisy).
     from hypothesis import settings as _hyp_settings
 
-    _hyp_settings.register_profile("kafkasync", deadline=None, print_blob=True)
+    from property_budget import examples
+
+    _hyp_settings.register_profile("kafkasync", deadline=None, print_blob=True, max_examples=examples(100))
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kafkasync"))
 except ImportError:  # pragma: no cover
     pass

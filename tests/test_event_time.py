@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.event_time import (
@@ -345,7 +346,7 @@ seams = st.builds(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(seams, payloads, header_lists, st.sampled_from([(0, -1), (1, T), (2, 0)]))
 def test_time_of_ends_in_a_time_or_an_invalid_time_whatever_the_record_holds(options, value, headers, timestamp):
     message = record(value, headers=headers, timestamp=timestamp)
@@ -368,7 +369,7 @@ valid_times = st.one_of(st.integers(0, (2**63 - 1) // 1000), st.floats(0, 4e9),
 mostly_valid_payloads = valid_times.map(lambda ts: json.dumps({"ts": ts, "nested": {"ts": ts}}).encode())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(seams, st.lists(st.tuples(mostly_valid_payloads | payloads, header_lists), max_size=6))
 def test_a_batchs_times_are_each_records_time(options, contents):
     """The executors take a consume() batch's times in one call (times_of): the same codes as

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
 from kafkasync_source.planning.known_answers import KnownFirstOffsets
@@ -252,7 +253,7 @@ def is_limited(scenario: dict) -> bool:
             or scenario["max_task_idle_ms"] == NEVER_WAIT)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(scenario=scenarios())
 def test_the_index_cut_equals_the_fetch_cut_or_says_it_cannot(scenario):
     index_cut, fetch_cut = plan_both(scenario)
@@ -268,7 +269,7 @@ def assert_same_records(scenario: dict, index_cut: Cut, fetch_cut: Cut) -> None:
     assert_same_times(index_cut, fetch_cut, limited=is_limited(scenario))
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(scenario=scenarios(transactional=True))
 def test_on_transactional_logs_the_index_cut_holds_the_fetch_cuts_records_or_says_it_cannot(scenario):
     """Transaction markers (stamped with the broker's clock) and aborted records are entries
@@ -293,7 +294,7 @@ def test_on_transactional_logs_the_index_cut_holds_the_fetch_cuts_records_or_say
     assert_same_records(scenario, index_cut, fetch_cut)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenario=scenarios(partitions=24, limit_kinds=("records", "both")))
 def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenario):
     """The search answers each level from what earlier levels' answers imply where it can, and
@@ -306,7 +307,7 @@ def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenari
     assert remembered == index_cut
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(scenario=scenarios(in_order_from_start=True), remembering=st.booleans())
 def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fetch_path(scenario, remembering):
     """Batch after batch until nothing is left, each from the index path's previous end;
@@ -355,7 +356,7 @@ def unreadable_windows(scenario: dict) -> list[TopicPartition]:
             and not any(log.consumed(o, broker.read_committed) for o in range(starts[p], log.end))]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(scenario=live_transactional_logs())
 def test_transactional_logs_written_in_time_order_stay_on_the_index(scenario):
     """A marker holds each partition's largest timestamp, yet the index path finds the

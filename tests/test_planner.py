@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from kafkasync_source.planning.planner import (
     NEVER_WAIT,
@@ -785,7 +786,7 @@ def after(partition_state: PartitionState, decision: PartitionDecision) -> Parti
     )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(partition_logs=logs(distinct=True), max_task_idle_ms=st.sampled_from([0, 7, WAIT_FOREVER]))
 def test_a_distinct_timestamps_cut_equals_kafka_streams_until_a_queue_runs_empty(
     partition_logs, max_task_idle_ms
@@ -798,7 +799,7 @@ def test_a_distinct_timestamps_cut_equals_kafka_streams_until_a_queue_runs_empty
     assert not cut.enforced
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(partition_logs=logs(distinct=False), tie_seed=st.integers(0, 2**32))
 def test_b_with_ties_the_cut_is_the_union_over_tie_breaking_orders(partition_logs, tie_seed):
     queues = [log.timestamps for log in partition_logs]
@@ -822,7 +823,7 @@ def test_b_with_ties_the_cut_is_the_union_over_tie_breaking_orders(partition_log
         assert reference_until_a_queue_runs_empty(queues, favouring(p))[p] == taken[p]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(partition_logs=logs(distinct=True, min_records=0))
 def test_c_enforced_batches_match_kafka_streams_split_at_queue_empty_events(partition_logs):
     """With max.task.idle.ms=0 Kafka Streams never stops for a caught-up queue: the first batch
@@ -859,7 +860,7 @@ def test_c_enforced_batches_match_kafka_streams_split_at_queue_empty_events(part
             assert partitions[tp(p)].start == log.end
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(partition_logs=logs(distinct=False, min_records=0))
 def test_c_with_ties_and_untimestamped_records_everything_is_emitted_once(partition_logs):
     for log in partition_logs:  # turn timestamp 0 into "no timestamp"
@@ -892,7 +893,7 @@ def fetch_schedules(draw: st.DrawFn) -> list[list[tuple[int, int, bool]]]:
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     partition_logs=logs(distinct=False, min_records=0, max_partitions=4, max_records=12),
     schedule=fetch_schedules(),
@@ -1021,7 +1022,7 @@ def test_horizon_never_lies_past_what_can_be_read_now():
     assert never_wait.end_offsets == {tp(0): 3, tp(1): 2}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     partition_logs=logs(distinct=False, max_records=10),
     fetched=st.lists(st.integers(0, 10), min_size=5, max_size=5),
@@ -1073,7 +1074,7 @@ def reference_first_records(queues: Sequence[Sequence[int]], limit: int) -> list
     return heads
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(partition_logs=logs(distinct=True), limit=st.integers(1, 30))
 def test_a_capped_batch_is_the_first_n_records_kafka_streams_processes(partition_logs, limit):
     queues = [log.timestamps for log in partition_logs]
@@ -1111,7 +1112,7 @@ def test_stream_time_step_bounds_each_batch_and_jumps_gaps_in_event_time():
     assert records_of(cut) == {tp(0): 0, tp(1): 1} and cut.stream_time == 130
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(partition_logs=logs(distinct=False), step=st.integers(1, 2000), previous=st.integers(-1, 5000))
 def test_stream_time_step_is_never_exceeded(partition_logs, step, previous):
     partitions = fully_fetched(partition_logs)

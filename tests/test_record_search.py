@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Optional
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
 
 from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
@@ -108,7 +109,7 @@ def searching(first_records: Callable, follower) -> OrderedRecords:
     return OrderedRecords(model.first_records, model.known_first_record)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(log=ordered_logs(), data=st.data(), follower=followers)
 def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, data, follower):
     start = data.draw(st.integers(0, len(log) - 1))
@@ -224,7 +225,7 @@ def probe_path_cut(scenario: dict, records: OrderedRecords):
                            limits=scenario["limits"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenario=st.one_of(scenarios(in_order_from_start=True),
                           scenarios(in_order_from_start=True, transactional=True, limit_kinds=("none", "step"))),
        follower=followers)
