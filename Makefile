@@ -10,6 +10,10 @@ PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 # so pkgutil.iter_modules() - which Spark uses to discover pyspark_* data
 # source modules - sees pyspark_kafkasync. The default finder-hook mode hides it.
 EDITABLE := --config-settings editable_mode=compat -e
+# An editable install writes kafkasync.egg-info into the checkout, so two at once (CI makes its
+# virtualenvs two at a time, .ci/run) take turns where flock exists. PySpark goes in first, on
+# its own: the minute its sdist takes to build and unpack touches nothing in the checkout.
+ONE_AT_A_TIME := $(shell command -v flock >/dev/null 2>&1 && echo flock $(CURDIR)/.editable-install.lock)
 
 # Re-install only when the dependency declarations change.
 STAMP       := $(VENV)/.kafkasync-test.stamp
@@ -20,7 +24,7 @@ DOCS_STAMP    := $(VENV)/.kafkasync-docs.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv lint docs release-check versions test test-core test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
+.PHONY: venv venv-extras versions-venvs parity-venv lint docs release-check versions test test-core test-slow demo demo-real integration parity bench bench-smoke clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -37,23 +41,24 @@ $(PY): | check-tools
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PIP_INSTALL) $(EDITABLE) '.[test]'
+	$(PIP_INSTALL) pyspark
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test]'
 	@touch $@
 
 $(BENCH_STAMP): pyproject.toml constraints.txt $(STAMP)
-	$(PIP_INSTALL) $(EDITABLE) '.[test,bench]'
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test,bench]'
 	@touch $@
 
 $(LINT_STAMP): pyproject.toml constraints.txt $(STAMP)
-	$(PIP_INSTALL) $(EDITABLE) '.[test,lint]'
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test,lint]'
 	@touch $@
 
 $(RELEASE_STAMP): pyproject.toml constraints.txt $(STAMP)
-	$(PIP_INSTALL) $(EDITABLE) '.[test,release]'
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test,release]'
 	@touch $@
 
 $(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
-	$(PIP_INSTALL) $(EDITABLE) '.[test,docs]'
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test,docs]'
 	@touch $@
 
 # ruff and mypy on the package, configured in pyproject.toml, and the layout's import rules
@@ -125,8 +130,9 @@ define pyspark_venv
 .venv-pyspark$(1)/.kafkasync-$(or $(2),base).stamp: pyproject.toml constraints.txt | check-tools
 	$(PYTHON) -m venv .venv-pyspark$(1)
 	sed 's/^pyspark==.*/pyspark==$(1)/' constraints.txt > .venv-pyspark$(1)/constraints.txt
-	.venv-pyspark$(1)/bin/python -m pip install --disable-pip-version-check -q \
-	  -c .venv-pyspark$(1)/constraints.txt --config-settings editable_mode=compat -e '.$(if $(2),[$(2)])'
+	.venv-pyspark$(1)/bin/python -m pip install --disable-pip-version-check -q -c .venv-pyspark$(1)/constraints.txt pyspark
+	$(ONE_AT_A_TIME) .venv-pyspark$(1)/bin/python -m pip install --disable-pip-version-check -q \
+	  -c .venv-pyspark$(1)/constraints.txt $(EDITABLE) '.$(if $(2),[$(2)])'
 	@touch $$@
 endef
 $(eval $(call pyspark_venv,$(PARITY_PYSPARK),test))
@@ -141,6 +147,12 @@ versions: $(SMOKE_STAMPS)
 	  .venv-pyspark$$version/bin/python scripts/pyspark_smoke.py >$$log 2>&1 || status=1; \
 	  grep '^versions:' $$log || { status=1; echo "versions: PySpark $$version: no result, see $$log"; }; \
 	done; exit $$status
+
+# The virtualenvs alone, nothing run in them: CI builds them ahead, two at a time (.ci/run), as
+# pip spends most of its time on one core (a PySpark sdist built and unpacked).
+venv-extras: $(LINT_STAMP) $(DOCS_STAMP) $(RELEASE_STAMP) $(BENCH_STAMP)
+versions-venvs: $(SMOKE_STAMPS)
+parity-venv: $(PARITY_STAMP)
 
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
