@@ -15,7 +15,6 @@ event time only in the JSON value). See docs/event-time.md.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 
@@ -25,6 +24,8 @@ from pyspark.errors import StreamingQueryException
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.backfills import spans
 from kafkasync_dev.testing.broker import KafkaBroker
+from kafkasync_dev.testing.heartbeats import HEARTBEAT, Heartbeats
+from kafkasync_dev.testing.invalid_times import assert_read_as_on_invalid, payload, with_numeric_lookalikes
 from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
 from kafkasync_source.spark.source import register
@@ -169,10 +170,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def payload(event_time, **extra) -> bytes:
-    return json.dumps({"ts": event_time, **extra}).encode()
-
-
 def as_json(offset):
     """A source offset in a progress report: JSON text or already parsed, by PySpark version."""
     return json.loads(offset) if isinstance(offset, str) else offset
@@ -210,28 +207,13 @@ def test_a_value_that_only_looks_numeric_neither_stalls_nor_loses_a_live_query(
     no error."""
     topic = topic_factory(2)
     written, t = now_ms() - 10 * MINUTE, now_ms() - 24 * HOUR
-    values = [payload(t + i) for i in range(40)]
-    values[17], values[30] = b'{"ts": "\xc2\xb2"}', b'{"ts": "1e999999999"}'  # partition 1 offset 8, 0 offset 15
+    values = with_numeric_lookalikes(t)
     broker.produce(topic, [Record(i % 2, written + i, None, v) for i, v in enumerate(values)])
     rows, query = live_rows(spark, broker.bootstrap_servers, topic, tmp_path / "cp",
                             lambda rows: len(rows) >= len(values),
                             **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": on_invalid})
     try:
-        if on_invalid == "skip":
-            assert query.exception() is None
-            assert len(rows) == len(values), "every record read, the bad ones too"
-            assert sorted((row.partition, row.offset) for row in rows) == sorted(
-                (i % 2, i // 2) for i in range(40)), "each once"
-            assert sorted(row.event for row in rows if row.event is not None) == sorted(
-                t + i for i in range(40) if i not in (17, 30))
-            assert {(row.partition, row.offset) for row in rows if row.event is None} == {(1, 8), (0, 15)}
-            return
-        with pytest.raises(StreamingQueryException, match=rf"no event time for {topic}-1 offset 8 "
-                                                          r"\(eventTime.jsonPath='\$.ts'\): '²' is not a number"):
-            query.awaitTermination(60)
-        assert {(row.partition, row.offset) for row in rows} >= {(1, offset) for offset in range(8)}, \
-            "every record of the partition before the bad one"
-        assert (1, 8) not in {(row.partition, row.offset) for row in rows}
+        assert_read_as_on_invalid(rows, query, topic, on_invalid, t)
     finally:
         query.stop()
 
@@ -293,21 +275,9 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, boots
     topic = topic_factory(2)
     t = now_ms() - 24 * HOUR
     broker.produce(topic, [Record(1, now_ms() - 10 * MINUTE + i, None, payload(t + i)) for i in range(6)])
-    stop_beating, beat_errors, beats = threading.Event(), [], [0]
-
-    def beat() -> None:
-        with KafkaBroker(bootstrap_servers) as heart:  # a producer of its own; delivery checked
-            while not stop_beating.wait(0.1):
-                try:
-                    heart.produce(topic, [Record(0, now_ms(), None, b'{"heartbeat": true}')])
-                    beats[0] += 1
-                except Exception as exc:
-                    beat_errors.append(exc)
-                    return
-
-    beating = threading.Thread(target=beat, daemon=True)
-    beating.start()
-    try:
+    with KafkaBroker(bootstrap_servers) as heart, \
+            Heartbeats(lambda records: heart.produce(topic, records),  # a producer of its own
+                       lambda: Record(0, now_ms(), None, HEARTBEAT)) as heartbeats:
         time.sleep(0.5)  # heartbeats there before the query starts
         started = time.monotonic()
         rows, query = live_rows(spark, broker.bootstrap_servers, topic, tmp_path / "cp",
@@ -319,11 +289,8 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, boots
             assert query.exception() is None
         finally:
             query.stop()
-    finally:
-        stop_beating.set()
-        beating.join(10)
-    assert not beat_errors, f"a heartbeat was not delivered: {beat_errors[0]}"
-    print(f"\nheartbeats: {beats[0]} produced, {sum(row.partition == 0 for row in rows)} read; "
+    assert not heartbeats.failures, f"a heartbeat was not delivered: {heartbeats.failures[0]}"
+    print(f"\nheartbeats: {heartbeats.count} produced, {sum(row.partition == 0 for row in rows)} read; "
           f"the timed records after {waited:.1f}s")
     assert sorted(row.event for row in rows if row.partition == 1) == [t + i for i in range(6)], \
         f"the timed records within 20 s (heartbeats read: {sum(row.partition == 0 for row in rows)})"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import struct
-import threading
 import time
 import uuid
 
@@ -26,6 +25,8 @@ from pyspark.sql import functions as F
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.backfills import spans
+from kafkasync_dev.testing.heartbeats import HEARTBEAT, Heartbeats
+from kafkasync_dev.testing.invalid_times import assert_read_as_on_invalid, payload, with_numeric_lookalikes
 from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.sync_driver import SyncDriver
@@ -42,10 +43,6 @@ WRITTEN = T + 10**9  # a copy job's clock: later than every event time in these 
 @pytest.fixture(scope="module", autouse=True)
 def kafkasync_registered(spark):
     register(spark)
-
-
-def payload(event_time, **extra) -> bytes:
-    return json.dumps({"ts": event_time, **extra}).encode()
 
 
 def reader(spark, bootstrap, topics, **options):
@@ -323,22 +320,12 @@ def test_a_value_that_only_looks_numeric_neither_stalls_nor_loses_a_live_query(
     context. Both once escaped the seam and ended the driver's fetch thread: a live query then
     read the records planned before them and nothing more, with no error."""
     topic = topic_factory(2)
-    values = [payload(T + i) for i in range(40)]
-    values[17], values[30] = b'{"ts": "\xc2\xb2"}', b'{"ts": "1e999999999"}'
+    values = with_numeric_lookalikes(T)
     kafka_cluster.produce(topic, [Record(i % 2, WRITTEN + i, None, v) for i, v in enumerate(values)])
     rows, query = _live_rows(spark, kafka_cluster.bootstrap_servers, topic, tmp_path / "cp", len(values),
                              **{"eventTime.jsonPath": "$.ts", "eventTime.onInvalid": on_invalid})
     try:
-        if on_invalid == "skip":
-            assert len(rows) == len(values), "every record read, the bad ones too"
-            assert sorted(row.event for row in rows if row.event is not None) == sorted(
-                T + i for i in range(40) if i not in (17, 30))
-            return
-        with pytest.raises(StreamingQueryException, match=rf"no event time for {topic}-1 offset 8 "
-                                                          r"\(eventTime.jsonPath='\$.ts'\): '²' is not a number"):
-            query.awaitTermination(60)
-        assert {(row.partition, row.offset) for row in rows} >= {(1, offset) for offset in range(8)}, \
-            "every record of the partition before the bad one"
+        assert_read_as_on_invalid(rows, query, topic, on_invalid, T)
     finally:
         query.stop()
 
@@ -395,20 +382,8 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     topic = topic_factory(2)
     timed = [Record(1, WRITTEN + i, None, payload(T + i)) for i in range(6)]
     kafka_cluster.produce(topic, timed)
-    stop_beating = threading.Event()
-    beats, beat_failures = [], []
-
-    def beat() -> None:
-        while not stop_beating.wait(0.1):
-            try:  # produce() checks the delivery report; a failure must fail the test, not the thread
-                beats.extend(kafka_cluster.produce(topic, [Record(0, WRITTEN, None, b'{"heartbeat": true}')]))
-            except Exception as err:  # noqa: BLE001 - reported below
-                beat_failures.append(err)
-                return
-
-    beating = threading.Thread(target=beat, daemon=True)
-    beating.start()
-    try:
+    with Heartbeats(lambda records: kafka_cluster.produce(topic, records),
+                    lambda: Record(0, WRITTEN, None, HEARTBEAT)) as heartbeats:
         time.sleep(0.5)  # heartbeats buffered before the query starts
         stream = reader(spark, kafka_cluster.bootstrap_servers, topic, **{
             "eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip", "max.task.idle.ms": 1000,
@@ -417,10 +392,7 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
                                       done=lambda rows: sum(row.partition == 1 for row in rows) >= 6)
         planned = [as_json(p["sources"][0]["latestOffset"]).get("planning") for p in query.recentProgress]
         query.stop()
-    finally:
-        stop_beating.set()
-        beating.join(10)
-    assert not beat_failures and len(beats) >= 10, "heartbeats kept arriving while the query ran"
+    assert not heartbeats.failures and heartbeats.count >= 10, "heartbeats kept arriving while the query ran"
     assert sorted(row.event for row in rows if row.partition == 1) == [T + i for i in range(6)]
     heartbeats_read = [row.event for row in rows if row.partition == 0]
     assert heartbeats_read and set(heartbeats_read) == {None}, "heartbeats are read, with no time"
