@@ -57,7 +57,7 @@ def logged_batches(checkpoint: str) -> list[dict]:
 def windowed_count(spark: SparkSession, bootstrap: str, topics: str, checkpoint: str, trigger: dict):
     counts = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topics).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", "200").load()
+              .option("maxOffsetsPerTrigger", "400").load()
               .withWatermark("timestamp", "10 minutes")
               .groupBy(F.window("timestamp", "5 minutes"), "topic").count())
     return (counts.writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
