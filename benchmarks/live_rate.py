@@ -449,13 +449,9 @@ def measure_here(*, tiny: bool = False, rates: Optional[tuple[int, ...]] = None,
                  log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """:func:`measure` on ``real_broker``'s broker with Spark's connector, or ``{"skipped": why}``.
     ``tiny``: one rate, short steps (a smoke run: the figures exist, their values mean nothing)."""
-    from kafkasync_dev.testing.local_broker import real_broker
-    from kafkasync_dev.testing.spark import format_kafka_jars
+    from benchmarks.side_by_side import broker_and_connector
 
-    jars, why_not = format_kafka_jars()
-    if jars is None:
-        return {"skipped": why_not}
-    with real_broker() as (bootstrap, why_not):
+    with broker_and_connector() as (bootstrap, jars, why_not):
         if bootstrap is None:
             return {"skipped": why_not}
         if tiny:

@@ -47,7 +47,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 from benchmarks.broker_bytes import (
     KEY_BYTES,
@@ -668,18 +669,28 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """Every comparison, or ``{"skipped": why}`` where there is no broker or no connector."""
-    import pyspark
-
-    from benchmarks import live_rate, trigger_cost
+@contextmanager
+def broker_and_connector() -> Iterator[tuple[Optional[str], str, str]]:
+    """``(bootstrap, jars, "")``: a real broker (``real_broker``) and Spark's Kafka connector's
+    jars for this PySpark; ``(None, "", why not)`` where either cannot be had."""
     from kafkasync_dev.testing.local_broker import real_broker
     from kafkasync_dev.testing.spark import format_kafka_jars
 
     jars, why_not = format_kafka_jars()
     if jars is None:
-        return {"skipped": why_not}
+        yield None, "", str(why_not)
+        return
     with real_broker() as (bootstrap, why_not):
+        yield bootstrap, jars, "" if bootstrap is not None else str(why_not)
+
+
+def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Every comparison, or ``{"skipped": why}`` where there is no broker or no connector."""
+    import pyspark
+
+    from benchmarks import live_rate, trigger_cost
+
+    with broker_and_connector() as (bootstrap, jars, why_not):
         if bootstrap is None:
             return {"skipped": why_not}
         results: dict[str, Any] = {"spark_version": pyspark.__version__, "broker": bootstrap,
