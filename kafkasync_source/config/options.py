@@ -394,12 +394,7 @@ def _subscription(lowered: Mapping[str, str]) -> Subscription:
             raise KafkaSyncOptionError("Option 'subscribePattern' must not be empty.")
         return Subscription(pattern=java_regex_to_python(value))
     assign_form = 'Option \'assign\' must be JSON like {"topicA":[0,1],"topicB":[2,4]}'
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.") from None
-    if not isinstance(parsed, dict) or not all(isinstance(p, list) for p in parsed.values()):
-        raise KafkaSyncOptionError(f"{assign_form}; got {value!r}.")
+    parsed = _json_object_of(value, list, assign_form)
     assigned = tuple(
         TopicPartition(topic, json_integer(partition, "assign", f"partition of topic {topic!r}"))
         for topic, partitions in parsed.items()
@@ -408,6 +403,18 @@ def _subscription(lowered: Mapping[str, str]) -> Subscription:
     if not assigned:
         raise KafkaSyncOptionError("Option 'assign' names no partitions.")
     return Subscription(assigned=tuple(sorted(set(assigned))))
+
+
+def _json_object_of(value: str, member_type: type, form: str) -> dict:
+    """``value`` as a JSON object each of whose members is a ``member_type`` (a topic's
+    partitions: a list or an object), or the option's error saying ``form``, the form it needs."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.") from None
+    if not isinstance(parsed, dict) or not all(isinstance(member, member_type) for member in parsed.values()):
+        raise KafkaSyncOptionError(f"{form}; got {value!r}.")
+    return parsed
 
 
 def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str, ...]) -> OffsetSpec:
@@ -424,12 +431,7 @@ def _offset_spec(lowered: Mapping[str, str], display: str, *, allowed: tuple[str
         f"Option '{display}' must be 'earliest', 'latest' or JSON like "
         '{"topicA":{"0":23,"1":-2}} (-2 = earliest, -1 = latest)'
     )
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        raise KafkaSyncOptionError(f"{form}; got {value!r}.") from None
-    if not isinstance(parsed, dict) or not all(isinstance(p, dict) for p in parsed.values()):
-        raise KafkaSyncOptionError(f"{form}; got {value!r}.")
+    parsed = _json_object_of(value, dict, form)
     spec = {
         topic: {
             _partition_key(p, display, topic): json_integer(o, display, f"offset of {topic}-{p}")
