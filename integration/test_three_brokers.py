@@ -119,15 +119,24 @@ class AcknowledgingProducer:
         self._producer.flush(150)
 
 
-def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
-    """The partition's leader, -1 while none is known: during a fail-over a metadata request
-    can time out (librdkafka asked the killed node), which the caller's wait outlasts."""
+def partitions_of(admin: AdminClient, topic: str) -> dict:
+    """The topic's partitions by id as the node asked knows them; {} while that cannot be had:
+    during a fail-over a metadata request can time out (librdkafka asked the killed node), and
+    a node's metadata can lag a topic just created (on a loaded CI machine the election test
+    once found no partition 0 right after create_topic saw them all on another node)."""
     try:
-        return admin.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
+        metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
     except KafkaException as err:
         if err.args[0].code() != KafkaError._TIMED_OUT:
             raise
-        return -1
+        return {}
+    return {} if metadata is None or metadata.error is not None else metadata.partitions
+
+
+def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
+    """The partition's leader, -1 while none is known (see :func:`partitions_of`)."""
+    known = partitions_of(admin, topic).get(partition)
+    return -1 if known is None else known.leader
 
 
 def streaming(spark, bootstrap: str, topic: str, tmp_path, planning_mode: str):
@@ -200,13 +209,8 @@ def wait_until_whole(cluster, admin: AdminClient, timeout: float = 180.0) -> Non
 
 def in_sync(admin: AdminClient, topic: str, node_id: int) -> bool:
     """Whether the node is in the ISR of every partition of the topic."""
-    try:
-        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
-    except KafkaException as err:
-        if err.args[0].code() != KafkaError._TIMED_OUT:
-            raise
-        return False
-    return all(node_id in part.isrs for part in partitions)
+    partitions = partitions_of(admin, topic)
+    return len(partitions) == PARTITIONS and all(node_id in part.isrs for part in partitions.values())
 
 
 def read_every_acknowledged_record_once(query, rows, producer) -> None:
@@ -309,16 +313,18 @@ def test_a_rolling_restart_of_all_three_brokers(spark, three_brokers, replicated
 def test_a_leader_moved_back_by_a_preferred_leader_election(spark, three_brokers, replicated_topic, tmp_path):
     register(spark)
     admin, topic = replicated_topic
-    preferred = {p: admin.list_topics(topic, timeout=10).topics[topic].partitions[p].replicas[0]
-                 for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 30
+    while len(partitions := partitions_of(admin, topic)) < PARTITIONS:
+        assert time.monotonic() < deadline, f"no metadata of every partition of {topic} in 30 s"
+        time.sleep(0.2)
+    preferred = {p: partitions[p].replicas[0] for p in range(PARTITIONS)}
     query, rows = streaming(spark, three_brokers.bootstrap_servers, topic, tmp_path, "auto")
     try:
         with AcknowledgingProducer(three_brokers.bootstrap_servers, topic) as producer:
             wait_for(query, lambda: len(rows) >= 2, "two batches")
             moved = three_brokers.node(preferred[0])
             moved.restart()  # leadership of its partitions moves to another replica meanwhile
-            wait_for(query, lambda: moved.node_id in admin.list_topics(topic, timeout=10).topics[topic]
-                     .partitions[0].isrs, "the restarted node back in sync")
+            wait_for(query, lambda: in_sync(admin, topic, moved.node_id), "the restarted node back in sync")
             future = admin.elect_leaders(ElectionType.PREFERRED,
                                          [KafkaTopicPartition(topic, p) for p in range(PARTITIONS)])
             future.result(30)
