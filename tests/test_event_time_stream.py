@@ -418,12 +418,14 @@ def bounded_run_batches(options) -> tuple[list[dict], int, str]:
 
 
 def test_a_backfill_in_time_order_is_planned_from_under_one_percent_of_its_records(kafka_cluster, topic_factory):
+    """What the driver reads grows with the probes, not the backlog: each answer and up to 16
+    records the broker sent after it (record_probe.py's ``_MOST_FOLLOWING``)."""
     topic = topic_factory(4)
-    per_partition = 10_000
+    per_partition = 25_000
     kafka_cluster.produce(topic, [Record(p, WRITTEN, None, payload(T + 4 * i + p, pad="x" * 150))
                                   for i in range(per_partition) for p in range(4)])
     common = {"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
-              "startingOffsets": "earliest", "maxOffsetsPerTrigger": "9000", "eventTime.jsonPath": "$.ts"}
+              "startingOffsets": "earliest", "maxOffsetsPerTrigger": "22500", "eventTime.jsonPath": "$.ts"}
     every_record = bounded_run_batches(parse_options(common, streaming=True))
     promised = bounded_run_batches(parse_options({**common, "eventTime.order": "nonDecreasing"}, streaming=True))
     assert every_record[2] == "fetch" and every_record[1] >= 4 * per_partition

@@ -182,8 +182,9 @@ def test_a_record_found_past_where_the_probe_asked_is_remembered_at_its_own_offs
         assert reader.first_records({tp: (4, 4)}) == {tp: None}  # below the range's end only
         assert reader.record_rounds == 1
         assert reader.first_records({tp: (5, 7)}) == {tp: (5, BASE_TS + 11)}
-        assert reader.record_rounds == 1, "the record after an answer comes with it (RecordProbe.read_on)"
         assert reader.first_records({tp: (6, 7)}) == {tp: (6, BASE_TS + 12)}
+        assert reader.record_rounds == 1, "the records after an answer come with it (RecordProbe.read_on)"
+        assert reader.first_records({tp: (0, 7)}) == {tp: (0, BASE_TS)}
         assert reader.record_rounds == 2
     finally:
         reader.close()

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from kafkasync_dev.testing import Record
-from kafkasync_source.driver.record_probe import RecordProbe
+from kafkasync_source.driver.record_probe import _MOST_FOLLOWING, RecordProbe
 from kafkasync_source.planning.index_planner import IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
 
@@ -97,17 +97,31 @@ def test_after_a_failed_round_the_next_one_assigns_afresh(kafka_cluster, topic_f
     assert probe.first_records({tps[0]: 5, tps[1]: 6}) == {tps[0]: expected(tps[0], 5), tps[1]: expected(tps[1], 6)}
 
 
-def test_the_record_after_each_answer_is_kept_past_a_transaction_marker(kafka_cluster, topic_factory, probe):
-    """``read_on``: what asking just after an answer would answer, from the message the
-    consumer hands over after it where it is already fetched (a broker sends the next record
-    batches with the answer's, up to 16 KiB; the embedded cluster, one batch a fetch)."""
+def test_the_records_after_each_answer_are_kept_past_a_transaction_marker(kafka_cluster, topic_factory, probe):
+    """``read_on``: what asking just after an answer would answer, from the messages the
+    consumer hands over after it where they are already fetched (a broker sends the next
+    record batches with the answer's, up to 16 KiB; the embedded cluster, one batch a fetch):
+    each the first record after the one before, the transaction marker read past."""
     topic = topic_factory(1)
     tp = TopicPartition(topic, 0)
     kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t") for i in range(3)])  # 0-2, marker 3
     kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"p") for i in range(3)])  # 4-6
+    after_answers = [(2, BASE_TS + 2), (4, BASE_TS + 10), (5, BASE_TS + 11), (6, BASE_TS + 12)]
     assert probe.first_records({tp: 1}) == {tp: (1, BASE_TS + 1)}
-    assert probe.read_on == {tp: (2, (2, BASE_TS + 2))}
+    after, records = probe.read_on[tp]
+    assert after == 2 and records and records == after_answers[:len(records)]
     assert probe.first_records({tp: 2}) == {tp: (2, BASE_TS + 2)}
-    assert probe.read_on in ({tp: (3, (4, BASE_TS + 10))}, {})
+    assert tp not in probe.read_on or (probe.read_on[tp][0] == 3 and probe.read_on[tp][1]
+                                       == after_answers[1:1 + len(probe.read_on[tp][1])])
     assert probe.first_records({tp: 6}) == {tp: (6, BASE_TS + 12)}
     assert probe.read_on == {}, "the last record: an end of partition follows it"
+
+
+def test_the_records_kept_after_an_answer_are_bounded(kafka_cluster, topic_factory, probe):
+    """Of a record batch of 100, the answer and the next ``_MOST_FOLLOWING``: a round's cost
+    stays per partition, not per record the broker sent."""
+    topic = topic_factory(1)
+    tp, = fill(kafka_cluster, topic, 1, records=100)
+    assert probe.first_records({tp: 10}) == {tp: (10, BASE_TS + 10)}
+    after, records = probe.read_on[tp]
+    assert after == 11 and records == [(offset, BASE_TS + offset) for offset in range(11, 11 + _MOST_FOLLOWING)]

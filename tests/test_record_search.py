@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from property_budget import examples
 from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
 
+from kafkasync_source.driver.record_probe import _MOST_FOLLOWING
 from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, IndexedPartition, plan_from_index
 from kafkasync_source.planning.planner import NO_TIMESTAMP, BatchLimits, TopicPartition, plan_batch
@@ -70,13 +71,17 @@ def timed(log, start, end):
 
 
 class Following:
-    """``first_records`` of a model that, as the probe, also learns the first record after
-    each answer (where one exists), answered by ``known_first_record`` without a round —
-    not always: the probe learns it only where it arrives in the answer's ``consume`` batch
-    (``rng``: each kept with probability 1/2; None: all)."""
+    """``first_records`` of a model that, as the probe, also learns the records after each
+    answer (each the first readable one after the one before, up to one without a time of
+    its own: the probe's chain, ``Following`` in record_probe.py), answered by
+    ``known_first_record`` without a round — not all: the probe learns those that arrive in
+    the answer's fetch, at most ``RecordProbe``'s ``_MOST_FOLLOWING`` (``rng``: a random
+    number of them, often none; None: all)."""
 
-    def __init__(self, first_records: FirstRecords, rng: Optional[random.Random] = None) -> None:
+    def __init__(self, first_records: FirstRecords, logs: Optional[dict[TopicPartition, list]] = None,
+                 rng: Optional[random.Random] = None) -> None:
         self._first_records = first_records
+        self._logs = logs
         self._rng = rng
         self.known: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
         self.rounds = 0
@@ -85,27 +90,47 @@ class Following:
         self.rounds += 1
         answers = dict(self._first_records(ranges))
         for tp, record in answers.items():
-            if record is not None:
-                following = self._first_records({tp: (record[0] + 1, 2 ** 62)})[tp]
-                if following is not None and (self._rng is None or self._rng.random() < 0.5):
-                    self.known[(tp, record[0] + 1)] = following
+            if record is None:
+                continue
+            most = _MOST_FOLLOWING if self._rng is None else self._rng.choice([0, 0, 1, 2, 5, _MOST_FOLLOWING])
+            after = record[0] + 1
+            for offset, code in self._readable_after(tp, after, most):
+                if code == SKIPPED:
+                    break
+                self.known[(tp, after)] = (offset, code)
+                after = offset + 1
         return answers
+
+    def _readable_after(self, tp: TopicPartition, offset: int, most: int) -> list[tuple[int, int]]:
+        """The first ``most`` records a consumer is handed from ``offset`` on (those without a
+        time of their own too, where the model has ``logs``)."""
+        if self._logs is not None:
+            return [(at, code) for at, code in enumerate(self._logs[tp][offset:], offset) if code is not None][:most]
+        records: list[tuple[int, int]] = []
+        while len(records) < most:
+            found = self._first_records({tp: (offset, 2 ** 62)})[tp]
+            if found is None:
+                break
+            records.append(found)
+            offset = found[0] + 1
+        return records
 
     def known_first_record(self, tp: TopicPartition, offset: int) -> Record:
         return self.known.get((tp, offset))
 
 
-
 followers = st.one_of(st.none(), st.just("every"), st.randoms(use_true_random=False))
-"""How the reader knows the record after each answer (RecordProbe.read_on): not at all, always,
-or where a random draw keeps it (the probe learns it only where it came in the answer's fetch)."""
+"""How the reader knows the records after each answer (RecordProbe.read_on): not at all, as
+many as the probe keeps, or a random number of them (the probe learns those that came in the
+answer's fetch)."""
 
 
-def searching(first_records: Callable, follower) -> OrderedRecords:
-    """The search over ``first_records``, its reader knowing following records as ``follower`` says."""
+def searching(first_records: Callable, follower, logs: Optional[dict[TopicPartition, list]] = None) -> OrderedRecords:
+    """The search over ``first_records`` (of ``logs``, where given), its reader knowing
+    following records as ``follower`` says."""
     if follower is None:
         return OrderedRecords(first_records)
-    model = Following(first_records, None if follower == "every" else follower)
+    model = Following(first_records, logs, None if follower == "every" else follower)
     return OrderedRecords(model.first_records, model.known_first_record)
 
 
@@ -114,7 +139,7 @@ def searching(first_records: Callable, follower) -> OrderedRecords:
 def test_the_last_record_and_first_at_or_above_match_reading_every_record(log, data, follower):
     start = data.draw(st.integers(0, len(log) - 1))
     end = data.draw(st.integers(start, len(log)))
-    records = searching(ModelLog({TP: log}).first_records, follower)
+    records = searching(ModelLog({TP: log}).first_records, follower, {TP: log})
     windows = {TP: (start, end)}
     everything = timed(log, start, end)
     last = records.last_records(windows, {TP: -1})[TP]

@@ -21,6 +21,12 @@ from kafkasync_source.planning.index_planner import IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
 
 _PROBE_TIMEOUT_S = 10.0
+Following = tuple[int, list[tuple[int, int]]]
+"""The records read after an answer at offset ``a``: ``(a + 1, records)``, ``(offset, time)``
+each, the first one the first record with a time at or after ``a + 1``, each next one the first
+at or after the offset after the one before it."""
+_MOST_FOLLOWING = 16
+"""Records kept after an answer (:data:`Following`), of those its fetch brought anyway."""
 _MOST_SKIPPED = 10_000
 """Records without an event time (``eventTime.onInvalid=skip``) a probe reads past before it
 gives up and the fetch path plans the batch: a partition of heartbeats is read in full there
@@ -61,9 +67,9 @@ class RecordProbe:
         self._consumer: Optional[Consumer] = None
         self._assigned: set[TopicPartition] = set()
         """Partitions assigned to the consumer, each paused between rounds."""
-        self.read_on: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
-        """Of the last round, per partition: an offset after its answer and the first record
-        with a time at or after it, ``(offset, time)`` — what asking there would answer."""
+        self.read_on: dict[TopicPartition, Following] = {}
+        """Of the last round, per partition, the records that came after its answer (the
+        broker sends whole record batches): what asking after the answer would answer."""
 
     def first_records(self, offsets: Mapping[TopicPartition, int], ends: Optional[Mapping[TopicPartition, int]] = None
                       ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
@@ -127,8 +133,8 @@ class RecordProbe:
     def _read(self, consumer: Consumer, offsets: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
               ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """One round's answers, and :attr:`read_on`. A partition is paused once it answered
-        and the message after a record answer was seen (the rest of its fetch would be bytes
-        nobody reads): all those of one ``consume`` call in one ``pause`` call. When every
+        and what follows a record answer is settled (:meth:`_follow`; the rest of its fetch
+        would be bytes nobody reads): all those of one ``consume`` call in one ``pause`` call. When every
         partition answered, what is already fetched is taken without waiting, and the
         partitions still without their next message are paused. Returns before every
         partition answered only at the deadline (the caller then unassigns all, as after an
@@ -140,7 +146,8 @@ class RecordProbe:
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         skipped: dict[TopicPartition, int] = {}
         following: dict[TopicPartition, tuple[int, int]] = {}
-        """The record answers whose next message is not seen yet (their partitions unpaused)."""
+        """Per partition whose record answer's followers are not settled (unpaused), the last
+        record of answer and followers."""
         settled_partitions: set[tuple[Optional[str], Optional[int]]] = set()
         """Partitions done with this round: the rest of their fetch (a broker sends whole
         record batches, 10-20 records a partition in benchmarks/trigger_cost.py) is skipped
@@ -165,8 +172,7 @@ class RecordProbe:
                     continue
                 tp = TopicPartition(topic, partition)
                 if tp in following:
-                    if self._follow(tp, following[tp], message):
-                        del following[tp]
+                    if self._follow(tp, following, message, ends.get(tp)):
                         settled.append(KafkaTopicPartition(tp.topic, tp.partition))
                         settled_partitions.add(tp)
                     continue
@@ -204,23 +210,32 @@ class RecordProbe:
             consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in following])
         return answers
 
-    def _follow(self, tp: TopicPartition, answer: tuple[int, int], message: Any) -> bool:
-        """Whether ``message``, after the partition's record answer, settles what follows it:
-        a record with a time is the first one after the answer (:attr:`read_on`; the broker
-        sends whole record batches, so it mostly arrives with the answer, and a search that
-        read just below its target learns the target without another round); an end of
-        partition, an error, a record without a time (or with one that fails) leave it
-        unknown."""
-        offset = message.offset()
-        if offset is not None and offset <= answer[0]:
+    def _follow(self, tp: TopicPartition, following: dict[TopicPartition, tuple[int, int]], message: Any,
+                end: Optional[int]) -> bool:
+        """Whether ``message``, after the partition's record answer and the followers kept
+        (:data:`Following`; the last of them ``following[tp]``), settles what follows it: a
+        record with a time is kept, up to :data:`_MOST_FOLLOWING` and up to the first one at
+        or past the range's ``end`` (the broker sends whole record batches, so they mostly
+        arrive with the answer, and a search that read just below its target learns the
+        target without another round; past the end of what it asked none says more than
+        that nothing lies before the end); an end of partition, an error, a record without
+        a time (or with one that fails) end the followers. A settled partition leaves
+        ``following``."""
+        offset, last = message.offset(), following[tp]
+        if offset is not None and offset <= last[0]:
             return False
         if message.error() is None and offset is not None:
             try:
                 code = self._time_of(tp, message)
             except IndexCannotAnswer:  # a time the fetch path is to report when it reads it
-                return True
+                code = SKIPPED
             if code != SKIPPED:
-                self.read_on[tp] = (answer[0] + 1, (offset, code))
+                _, records = self.read_on.setdefault(tp, (last[0] + 1, []))
+                records.append((offset, code))
+                if len(records) < _MOST_FOLLOWING and (end is None or offset < end):
+                    following[tp] = (offset, code)
+                    return False
+        del following[tp]
         return True
 
     def _time_of(self, tp: TopicPartition, message: Any) -> int:

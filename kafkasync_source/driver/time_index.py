@@ -24,6 +24,7 @@ A trigger costs, in rounds of ListOffsets requests (each one request per leader)
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from concurrent.futures import Future
@@ -108,6 +109,10 @@ class TimeIndexReader:
         self._retry_interval_s = retry_interval_ms / 1000
         self._probe = RecordProbe(client_config, record_time)
         self._first_records: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
+        self._followers: dict[TopicPartition, tuple[int, list[int], list[tuple[int, int]]]] = {}
+        """Per partition, the records after its last answer that came with it (:data:`~kafkasync_source.
+        driver.record_probe.Following`) and their offsets: a log is append-only, so what they
+        say stays true, and a search's next round mostly asks where they lie."""
         self._no_records_until: dict[tuple[TopicPartition, int], int] = {}
         """Per (partition, offset), an end below which a probe found nothing to read there
         (transaction markers and aborted records only): a search asks such offsets again."""
@@ -172,7 +177,7 @@ class TimeIndexReader:
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         asking: dict[TopicPartition, int] = {}
         for tp, (offset, end) in ranges.items():
-            known = self._first_records.get((tp, offset))
+            known = self.known_first_record(tp, offset)
             if known is not None:
                 answers[tp] = known if known[0] < end else None
             elif self._no_records_until.get((tp, offset), offset) >= end:
@@ -192,15 +197,24 @@ class TimeIndexReader:
             else:  # nothing a consumer reads up to the readable end the probe reached
                 _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
             answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
-        for tp, (offset, record) in self._probe.read_on.items():  # the records after answers, sent with them
-            _remember(self._first_records, (tp, offset), record)
-            _remember(self._first_records, (tp, record[0]), record)
+        for tp, (offset, records) in self._probe.read_on.items():  # the records after answers, sent with them
+            _remember(self._first_records, (tp, offset), records[0])
+            _remember(self._first_records, (tp, records[0][0]), records[0])
+            self._followers[tp] = (offset, [record[0] for record in records], records)
         return answers
 
     def known_first_record(self, tp: TopicPartition, offset: int) -> Optional[tuple[int, int]]:
         """:data:`~kafkasync_source.planning.record_search.KnownFirstRecord`: what
-        :meth:`first_records` would answer at ``offset`` without reading, where it knows."""
-        return self._first_records.get((tp, offset))
+        :meth:`first_records` would answer at ``offset`` without reading, where it knows:
+        remembered, or among the records that came after the partition's last answer (each
+        is the first record at or after the offset after the one before it)."""
+        known = self._first_records.get((tp, offset))
+        if known is not None or tp not in self._followers:
+            return known
+        after, offsets, records = self._followers[tp]
+        if not after <= offset <= offsets[-1]:
+            return None
+        return records[bisect.bisect_left(offsets, offset)]
 
     @property
     def records_read(self) -> int:

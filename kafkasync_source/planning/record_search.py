@@ -18,9 +18,13 @@ record's of its partition — both follow from a few records:
 Each round asks every partition at once (one :data:`FirstRecords` call: one fetch per leader),
 ``O(log n)`` rounds, and every record read is remembered: under the promise the records read so
 far, in offset order, are in time order too, so they narrow every later search (of this
-trigger's rate-limit levels, and of later triggers: the log is append-only). So is the record
-after each one read, where the reader knows it (:data:`KnownFirstRecord`: the broker sends a
-whole record batch for each read): a search reads just below where it expects its answer.
+trigger's rate-limit levels, and of later triggers: the log is append-only). So are the records
+after each one read, where the reader knows them (:data:`KnownFirstRecord`: the broker sends
+whole record batches for each read, and the probe keeps up to 16 records after its answer,
+up to the end of the range it asked): a search reads just below where it expects its answer,
+and a partition whose backlog fits in what came with one read needs no further round
+(benchmarks/trigger_cost.py's capped first trigger at 4,096 partitions: 7 rounds, 3 with
+those records).
 
 Records without a time of their own
 -----------------------------------
@@ -59,6 +63,8 @@ __all__ = ["KnownFirstRecord", "OrderedRecords"]
 _Record = Optional[tuple[int, int]]
 """A record read, ``(offset, time)``, or None."""
 
+_MOST_FOLLOWING = 64
+"""Records after an answer taken from what the reader knows (it keeps fewer: 16 a read)."""
 _MOST_REMEMBERED = 4_096
 """Records remembered per partition (those before the query's position are dropped first)."""
 
@@ -92,18 +98,23 @@ class _Known:
             drop = len(self.offsets) - _MOST_REMEMBERED
         del self.offsets[:drop], self.times[:drop]
 
-    def search(self, time: int, start: int, end: int, partition_time: int) -> "_Search":
+    def search(self, time: int, start: int, end: int, partition_time: int) -> "_Search | _Record":
         """The search for the first record >= time in ``[start, end)``, narrowed by the
-        records known: the last one below the time, the first one at or above it."""
-        first = bisect.bisect_left(self.offsets, start)
-        last = bisect.bisect_left(self.offsets, end)
-        at = bisect.bisect_left(self.times, time, first, last)
-        below = (self.offsets[at - 1], self.times[at - 1]) if at > first else (
+        records known: the last one below the time, the first one at or above it. Where
+        nothing lies between those two, the answer itself (a record, or None: none), with
+        no search: a trigger asked again from the same start knows every answer (4,096
+        partitions, capped: 9 levels of the rate limit, each asking most partitions)."""
+        offsets, times = self.offsets, self.times
+        first = bisect.bisect_left(offsets, start)
+        last = bisect.bisect_left(offsets, end)
+        at = bisect.bisect_left(times, time, first, last)
+        low = offsets[at - 1] + 1 if at > first else start
+        high = offsets[at] if at < last else end
+        if low >= high:
+            return (offsets[at], times[at]) if at < last else None
+        below = (offsets[at - 1], times[at - 1]) if at > first else (
             (start - 1, partition_time) if 0 <= partition_time < time else None)
-        if at < last:
-            return _Search(time, self.offsets[at - 1] + 1 if at > first else start, self.offsets[at],
-                           below, (self.offsets[at], self.times[at]))
-        return _Search(time, self.offsets[at - 1] + 1 if at > first else start, end, below, None)
+        return _Search(time, low, high, below, (offsets[at], times[at]) if at < last else None)
 
 
 class _Search:
@@ -142,15 +153,19 @@ class _Search:
         expected = low_offset + (rise - 1) // max(high_time - low_time, 1)
         return min(max(expected, self.low), self.high - 1)
 
-    def learn(self, at: int, record: _Record, following: Optional[tuple[_Record]] = None) -> None:
+    def learn(self, at: int, record: _Record, following: tuple[_Record, ...] = ()) -> None:
         """What the first record at or after ``at`` (None: none before ``high``) says, and
-        ``following``, where known, the first one after it (in a tuple: None there is no
-        record before ``high``). The read that found the first anchor below the time is no
-        interpolation that failed, and a record with the one after it is one step."""
+        ``following``, where known, the records after it, each the first one after the one
+        before (None: no record before ``high``). The read that found the first anchor below
+        the time is no interpolation that failed, and a record with those after it is one
+        step."""
         span, anchored = self.high - self.low, self.below is not None
         self._narrow(at, record)
-        if following is not None and self.open and record is not None and record[1] < self.time:
-            self._narrow(record[0] + 1, following[0])
+        for after in following:
+            if not (self.open and record is not None and record[1] < self.time):
+                break
+            self._narrow(record[0] + 1, after)
+            record = after
         self.interpolate = not anchored or 2 * (self.high - self.low) <= span
 
     def _narrow(self, at: int, record: _Record) -> None:
@@ -168,8 +183,8 @@ class OrderedRecords:
 
     def __init__(self, first_records: FirstRecords, known_first_record: Optional[KnownFirstRecord] = None) -> None:
         """``known_first_record``: the first record at or after an offset where the reader
-        learnt it without being asked (the record after an answer, sent with it); each
-        record read is followed by it, so a search that read just below its target ends
+        learnt it without being asked (the records after an answer, sent with it); each
+        record read is followed by those, so a search that read just below its target ends
         without another round."""
         self._first_records = first_records
         self._known_first_record = known_first_record
@@ -230,8 +245,14 @@ class OrderedRecords:
         """Per partition, the first record of its window whose time is >= the time, as
         ``(offset, time)``; None where there is none: :data:`~kafkasync_source.planning.
         index_planner.FirstOffsets` over the window (never an answer before its start)."""
-        searches = {tp: self._known_of(tp).search(time, *windows[tp], partition_times.get(tp, -1))
-                    for tp, time in times.items()}
+        answers: dict[TopicPartition, _Record] = {}
+        searches: dict[TopicPartition, _Search] = {}
+        for tp, time in times.items():
+            search = self._known_of(tp).search(time, *windows[tp], partition_times.get(tp, -1))
+            if isinstance(search, _Search):
+                searches[tp] = search
+            else:
+                answers[tp] = search
         while True:
             asking = {tp: search.guess() for tp, search in searches.items() if search.open}
             if not asking:
@@ -239,8 +260,9 @@ class OrderedRecords:
             found, following = self._read({tp: (at, searches[tp].high) for tp, at in asking.items()},
                                           partition_times)
             for tp, at in asking.items():
-                searches[tp].learn(at, found.get(tp), (following[tp],) if tp in following else None)
-        return {tp: search.found for tp, search in searches.items()}
+                searches[tp].learn(at, found.get(tp), following.get(tp, ()))
+        answers.update((tp, search.found) for tp, search in searches.items())
+        return answers
 
     def _known_of(self, tp: TopicPartition) -> _Known:
         known = self._known.get(tp)
@@ -249,14 +271,14 @@ class OrderedRecords:
         return known
 
     def _read(self, ranges: Mapping[TopicPartition, tuple[int, int]], partition_times: Mapping[TopicPartition, int]
-              ) -> tuple[dict[TopicPartition, _Record], dict[TopicPartition, _Record]]:
+              ) -> tuple[dict[TopicPartition, _Record], dict[TopicPartition, tuple[_Record, ...]]]:
         """One round: the first record with a time in each ``[offset, end)``, remembered and
-        checked against the promise; and per partition whose record's next one the reader
-        knows, that one (:meth:`_follow`)."""
+        checked against the promise; and per partition whose record's next ones the reader
+        knows, those (:meth:`_follow`)."""
         self.rounds += 1
         found = self._first_records(ranges)
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
-        following: dict[TopicPartition, _Record] = {}
+        following: dict[TopicPartition, tuple[_Record, ...]] = {}
         untimed = {}
         for tp, (_, end) in ranges.items():
             record = found.get(tp)
@@ -273,19 +295,24 @@ class OrderedRecords:
             self._known_of(tp).add(tp, record[0], record[1])
             answers[tp] = record
             if self._known_first_record is not None:
-                self._follow(tp, self._known_first_record(tp, record[0] + 1), end, following)
+                following[tp] = self._follow(tp, record[0], end)
         if untimed:
             raise IndexCannotAnswer(untimed)
         return answers, following
 
-    def _follow(self, tp: TopicPartition, record: _Record, end: int, following: dict[TopicPartition, _Record]) -> None:
-        """The record after an answer, where the reader knows it: remembered (and checked
-        against the promise), and in ``following`` for the search that asked — None where it
-        lies past the range's end. A record that takes its partition's time is left unused."""
-        if record is None or record[1] < 0:
-            return
-        if record[0] >= end:
-            following[tp] = None
-            return
-        self._known_of(tp).add(tp, record[0], record[1])
-        following[tp] = record
+    def _follow(self, tp: TopicPartition, offset: int, end: int) -> tuple[_Record, ...]:
+        """The records after the answer at ``offset`` that the reader knows, each the first
+        after the one before: remembered (and checked against the promise), for the search
+        that asked — ending in None where the next lies past the range's end. They end at a
+        record that takes its partition's time (left unused)."""
+        assert self._known_first_record is not None
+        known, records = self._known_of(tp), list[_Record]()
+        record = self._known_first_record(tp, offset + 1)
+        while record is not None and record[1] >= 0 and len(records) < _MOST_FOLLOWING:
+            if record[0] >= end:
+                records.append(None)
+                break
+            known.add(tp, record[0], record[1])
+            records.append(record)
+            record = self._known_first_record(tp, record[0] + 1)
+        return tuple(records)
