@@ -149,7 +149,8 @@ class SyncDriver:
     @property
     def records_read(self) -> int:
         """Records the driver read since the query started: every record on the fetch path,
-        a few per partition and trigger on an index path."""
+        a few per partition and round of reads on an index path (each answer, and up to 16
+        records its fetch brought after it, with an event time promised in order)."""
         return ((self._fetcher.records_read if self._fetcher is not None else 0)
                 + (self._time_index.reader.records_read if self._time_index is not None else 0))
 
