@@ -189,6 +189,8 @@ class OrderedRecords:
         self._first_records = first_records
         self._known_first_record = known_first_record
         self._known: dict[TopicPartition, _Known] = {}
+        self._last: dict[TopicPartition, tuple[int, int, _Record]] = {}
+        """Per partition, the last call of :meth:`last_records`: ``(end, start, record)``."""
         self.rounds = 0
         """Rounds of record reads since the query started (each: one fetch per leader)."""
 
@@ -196,6 +198,7 @@ class OrderedRecords:
         """Drop what lies before each start (all, without starts: a log that moved back)."""
         if starts is None:
             self._known.clear()
+            self._last.clear()
             return
         for tp in list(self._known):
             if tp in starts:
@@ -206,9 +209,19 @@ class OrderedRecords:
     def last_records(self, windows: Mapping[TopicPartition, tuple[int, int]],
                      partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """Per partition window ``(start, end)``, its last record with a time, as ``(time,
-        offset)``, or None where it holds none. Read first: the record before the end."""
-        empty_from = {tp: end for tp, (start, end) in windows.items() if end > start}
+        offset)``, or None where it holds none. Read first: the record before the end. A
+        partition whose end has not moved since the last call answers as then, unread (every
+        trigger asks for every partition: a backfill's next batch, Spark asking again)."""
         last: dict[TopicPartition, tuple[int, int]] = {}  # offset, time
+        empty_from = {}
+        for tp, (start, end) in windows.items():
+            before = self._last.get(tp)
+            if before is not None and before[0] == end and (
+                    before[2][0] >= start if before[2] is not None else before[1] <= start):
+                if before[2] is not None:
+                    last[tp] = before[2]
+            elif end > start:
+                empty_from[tp] = end
         steps = dict.fromkeys(empty_from, 1)
         while steps:  # back from the end until a record is found: 1, 4, 16 ... offsets
             asking = {tp: max(windows[tp][0], empty_from[tp] - step) for tp, step in steps.items()}
@@ -225,8 +238,8 @@ class OrderedRecords:
                     else:
                         del steps[tp]
         while True:  # then forward: the last record lies in [found, empty_from)
-            asking = {tp: (offset + 1 + empty_from[tp]) // 2 for tp, (offset, _) in last.items()
-                      if offset + 1 < empty_from[tp]}
+            asking = {tp: (last[tp][0] + 1 + end) // 2 for tp, end in empty_from.items()
+                      if tp in last and last[tp][0] + 1 < end}
             if not asking:
                 break
             found, _ = self._read({tp: (at, empty_from[tp]) for tp, at in asking.items()}, partition_times)
@@ -236,6 +249,7 @@ class OrderedRecords:
                     last[tp] = record
                 else:
                     empty_from[tp] = at
+        self._last = {tp: (end, start, last.get(tp)) for tp, (start, end) in windows.items()}
         return {tp: (last[tp][1], last[tp][0]) if tp in last else None for tp in windows}
 
     def first_at_or_above(self, times: Mapping[TopicPartition, int],
