@@ -233,6 +233,24 @@ def test_a_window_of_markers_and_records_without_a_time_has_no_last_record():
     assert OrderedRecords(model.first_records).last_records({TP: (0, 5)}, {}) == {TP: (100, 0)}
 
 
+
+def test_a_window_whose_end_has_not_moved_keeps_its_last_record_unread():
+    """Every trigger asks each window's last record; the log is append-only, so where the end
+    is where it was, so is the answer — unless the start moved past it."""
+    log = [100, 101, 102, None, SKIPPED]
+    model = ModelLog({TP: log})
+    records = OrderedRecords(model.first_records)
+    assert records.last_records({TP: (0, 5)}, {}) == {TP: (102, 2)}
+    rounds = model.rounds
+    assert records.last_records({TP: (1, 5)}, {TP: 100}) == {TP: (102, 2)}
+    assert model.rounds == rounds, "the same end, a later start: answered unread"
+    assert records.last_records({TP: (3, 5)}, {TP: 102}) == {TP: None}
+    assert model.rounds > rounds, "a start past the last record: read again"
+    rounds = model.rounds
+    assert records.last_records({TP: (4, 5)}, {TP: 102}) == {TP: None}
+    assert model.rounds == rounds, "nothing in a window, nothing in a later part of it"
+    assert records.last_records({TP: (0, 2)}, {}) == {TP: (101, 1)}, "an end that moved is read"
+
 # --- The cut from records read equals the cut from every record --------------------------------
 
 def probe_path_cut(scenario: dict, records: OrderedRecords):
