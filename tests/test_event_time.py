@@ -372,20 +372,24 @@ mostly_valid_payloads = valid_times.map(lambda ts: json.dumps({"ts": ts, "nested
 @settings(max_examples=examples(300), deadline=None)
 @given(seams, st.lists(st.tuples(mostly_valid_payloads | payloads, header_lists), max_size=6))
 def test_a_batchs_times_are_each_records_time(options, contents):
-    """The executors take a consume() batch's times in one call (times_of): the same codes as
-    record by record, and the same failure, at the first record whose time fails."""
+    """The executors take a consume() batch's times in one call (times_of), handing over the
+    values they took for the value column: the same codes as record by record, and the same
+    failure, at the first record whose time fails; and so without the values (the driver)."""
     seam = record_time(options)
     messages = [record(value, headers=headers, offset=offset) for offset, (value, headers) in enumerate(contents)]
+    values = [message.value() for message in messages]
     expected: list = []
     for message in messages:
         try:
             expected.append(seam.time_of(message))
         except KafkaSyncEventTimeError as failure:
-            with pytest.raises(KafkaSyncEventTimeError) as raised:
-                seam.times_of(messages)
-            assert str(raised.value) == str(failure)
+            for given_values in (None, values):
+                with pytest.raises(KafkaSyncEventTimeError) as raised:
+                    seam.times_of(messages, given_values)
+                assert str(raised.value) == str(failure)
             return
     assert seam.times_of(messages) == expected
+    assert seam.times_of(messages, values) == expected
 
 
 def test_the_time_source_names_the_option_and_the_format():

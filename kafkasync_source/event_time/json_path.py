@@ -110,7 +110,7 @@ def json_reader(path: str, time_format: str) -> Callable[[Any], int]:
 
 
 def json_batch_reader(path: str, time_format: str) -> Optional[Callable[[list], Optional[list[int]]]]:
-    """The times of a whole consume() batch when every record holds a valid time at the path,
+    """The times of a whole consume() batch, from its values, when every record holds a valid time at the path,
     else None (then :func:`json_reader` takes each record's time or invalid time, the exact
     answer). None for a path through an array.
 
@@ -118,7 +118,7 @@ def json_batch_reader(path: str, time_format: str) -> Optional[Callable[[list], 
     loop, its unset checks and the conversion cost about as much again as msgspec's decode.
     Here every struct's field is required (an absent one fails the decode in C) and, for epoch
     milliseconds, the leaf is decoded as an integer (strictly: no float, string or bool), so a
-    batch of valid records is a list comprehension and a min/max check. On any record that is
+    batch of valid records is a map of C functions and a min/max check. On any record that is
     not so, the batch is read again record by record, which gives the same times for valid
     records (tests/test_event_time.py checks both against each other on arbitrary values)."""
     steps = parse_json_path(path)
@@ -132,9 +132,13 @@ def json_batch_reader(path: str, time_format: str) -> Optional[Callable[[list], 
     time_at = attrgetter(".".join(["field"] * len(names)))
     convert = None if time_format == EPOCH_MILLIS else converter(time_format)
 
-    def read_all(records: list) -> Optional[list[int]]:
+    def read_all(values: list) -> Optional[list[int]]:
+        """``values``: the records' values, in order (the caller has them already)."""
         try:
-            found = [time_at(decode(record.value())) for record in records]
+            # map() over C functions, from the values the caller already took: no Python frame
+            # and no value() call a record (a comprehension over the records took 0.46-0.58 us
+            # a record on one core, this 0.38-0.42 us; msgspec's decode alone 0.36 us).
+            found = list(map(time_at, map(decode, values)))
             if convert is not None:
                 return [convert(value) for value in found]
         except Exception:  # noqa: BLE001 - not every record is the common case: see above

@@ -402,8 +402,9 @@ class _Columns:
     def extend(self, records: list) -> None:
         if not records:
             return
+        values = [m.value() for m in records]
         self.keys.extend([m.key() for m in records])
-        self.values.extend([m.value() for m in records])
+        self.values.extend(values)
         # One consume() call of a consumer assigned to one partition: one partition.
         self.partitions.append((records[0].partition(), len(records)))
         self.offsets.extend([m.offset() for m in records])
@@ -415,7 +416,7 @@ class _Columns:
         if self._event_time is not None:
             # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
-            self.event_times.extend(self._event_time.times_of(records))
+            self.event_times.extend(self._event_time.times_of(records, values))
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
