@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from typing import Any, Callable
 
 
@@ -94,7 +95,9 @@ def side_by_side() -> int:
     from benchmarks import live_rate
     from benchmarks import side_by_side as benchmark
 
-    figures = benchmark.measure(tiny=True)
+    began = time.monotonic()
+    figures = benchmark.measure(tiny=True, log=lambda message: print(
+        f"bench-smoke: side by side at {time.monotonic() - began:.0f} s: {message}", flush=True))
     if "skipped" in figures:
         print(f"bench-smoke: side by side is not run: {figures['skipped']}", flush=True)
         return 1 if os.environ.get("KAFKASYNC_REQUIRE_BROKER", "") not in ("", "0") else 0
@@ -132,14 +135,17 @@ def main() -> int:
         return side_by_side()
     from kafkasync_dev.testing.local_broker import real_broker
 
-    steps: list[Callable[[], None]] = [planner]
+    steps: list[tuple[str, Callable[[], None]]] = [("planner", planner)]
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:
             print(f"bench-smoke: the real-broker benchmarks are not run: {why_not}", flush=True)
         else:
-            steps += [lambda: trigger_cost(bootstrap), broker_bytes, lambda: event_time_cost(bootstrap)]
-        for step in steps:
+            steps += [("trigger cost", lambda: trigger_cost(bootstrap)), ("broker bytes", broker_bytes),
+                      ("event time", lambda: event_time_cost(bootstrap))]
+        for name, step in steps:
+            began = time.monotonic()
             step()
+            print(f"bench-smoke: {name} took {time.monotonic() - began:.0f} s", flush=True)
     return 0
 
 
