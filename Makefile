@@ -94,7 +94,7 @@ test: venv
 # (scripts/pyspark_smoke.py, as make versions runs it). make test runs everything on 3.11; here
 # each property test draws a quarter of its examples (tests/property_budget.py says why).
 test-core: venv
-	KAFKASYNC_EXAMPLES_SHARE=0.25 $(PY) -m pytest tests -q -m "not slow and not spark and not kafka" $(PYTEST_ARGS)
+	KAFKASYNC_EXAMPLES_SHARE=0.25 $(PY) -m pytest tests -q -m "not slow and not spark and not kafka and not registry" $(PYTEST_ARGS)
 	$(PY) scripts/pyspark_smoke.py
 
 # pytest exits 5 when it collects nothing: no test is marked slow yet, which is not a failure.
@@ -107,6 +107,8 @@ demo: venv
 # The real-broker suite. Its broker: KAFKASYNC_BOOTSTRAP, else KAFKA_HOME, else the official
 # Apache Kafka $(KAFKA_VERSION) release jars from Maven Central (resolved once into
 # ~/.cache/kafkasync/, which needs mvn and Java 17+), else Docker (integration/conftest.py).
+# Its Schema Registry: KAFKASYNC_SCHEMA_REGISTRY_URL, else Apicurio Registry from Maven Central
+# on a Java 21+ (kafkasync_dev/testing/schema_registry.py), fetched here once.
 # A 3.x release runs the subset marked `compat`. The 15 slowest tests are printed: CI time is
 # budgeted, and the integration step is most of it.
 KAFKA_VERSION ?= 4.3.1
@@ -114,6 +116,9 @@ integration: venv
 	@if [ -z "$$KAFKASYNC_BOOTSTRAP$$KAFKA_HOME" ]; then \
 	  $(PY) -m kafkasync_dev.testing.kafka_dist $(KAFKA_VERSION) >/dev/null || \
 	  echo "make integration: no broker from Maven Central; it needs mvn and Java 17+ (see above)." >&2; fi
+	@if [ -z "$$KAFKASYNC_SCHEMA_REGISTRY_URL" ]; then \
+	  $(PY) -m kafkasync_dev.testing.schema_registry >/dev/null || \
+	  echo "make integration: no Schema Registry (Apicurio from Maven Central); it needs mvn and Java 21+ (see above)." >&2; fi
 	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs --durations=15 $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
 # format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven

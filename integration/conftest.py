@@ -30,6 +30,11 @@ Fixtures:
                         must not be deleted by time-based retention); deleted at
                         the end of the test
     spark               session-scoped local SparkSession (same settings as tests/)
+    schema_registry_url session-scoped Confluent-compatible Schema Registry URL: Apicurio
+                        Registry from Maven Central on a Java 21+, started on first use
+                        (kafkasync_dev/testing/schema_registry.py), or
+                        ``KAFKASYNC_SCHEMA_REGISTRY_URL``; skips saying why, or fails under
+                        ``KAFKASYNC_REQUIRE_REGISTRY=1``
 """
 
 from __future__ import annotations
@@ -291,6 +296,13 @@ def topic_factory(request, admin):
                 future.result(30)
             except Exception:
                 pass
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url():
+    from kafkasync_dev.testing.schema_registry import registry_fixture
+
+    yield from registry_fixture()
 
 
 # ---------------------------------------------------------------------- spark

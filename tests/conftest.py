@@ -10,6 +10,8 @@ Fixtures:
                     name without creating it
     fresh_cluster   function-scoped MockKafkaCluster of its own, for fault
                     injection (3 brokers; ``@pytest.mark.mock_brokers(n)`` to change)
+    schema_registry_url  session-scoped Confluent-compatible Schema Registry URL (Apicurio,
+                    started on first use; kafkasync_dev/testing/schema_registry.py)
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.spark)
         if fixtures & _CLUSTERS:
             item.add_marker(pytest.mark.kafka)
+        if "schema_registry_url" in fixtures:
+            item.add_marker(pytest.mark.registry)
 
 
 def _free_port() -> int:
@@ -99,6 +103,15 @@ def spark(tmp_path_factory, spark_connect_port):
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url():
+    """A real Schema Registry for the whole run, started only when a test asks for it; skips
+    saying why where none can be had (fails under ``KAFKASYNC_REQUIRE_REGISTRY=1``)."""
+    from kafkasync_dev.testing.schema_registry import registry_fixture
+
+    yield from registry_fixture()
 
 
 @pytest.fixture(scope="session")
