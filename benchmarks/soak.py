@@ -1,0 +1,550 @@
+"""A long live run: does the memory of kafkasync's planning runner level off, and does a trigger
+cost the same at the end as at the start (issue 54)?
+
+Streaming queries run for weeks; a source whose driver-side memory grows with every trigger is
+killed by its container's limit in the end. This benchmark runs one live query for
+``--minutes`` on a real broker (``testing.local_broker.real_broker``) and samples, every
+:data:`SAMPLE_SECONDS`:
+
+* the RSS (``VmRSS``) of Spark's Python streaming source runner
+  (``pyspark/sql/streaming/python_streaming_source_runner.py``, the process where kafkasync
+  plans: ``latestOffset``, ``partitions``, ``commit``), of the executors' Python workers (the
+  ``pyspark.daemon`` and each worker it forked; reused from batch to batch, they keep the
+  consumer pool, the stash and Arrow buffers) and of the JVM;
+* the trigger cost: ``durationMs["latestOffset"]`` of every batch in the window (Spark's
+  progress, from a ``StreamingQueryListener``: the runner's call included), its median, p90 and
+  maximum;
+* every :data:`HEAP_EVERY` samples, the JVM's heap after a full collection (``jcmd GC.run`` then
+  ``GC.heap_info``): outside kafkasync's code, beside ``--source kafka``'s on the same stream.
+
+**Stream.** A producer process (idempotent, ``linger.ms`` 5) writes ``--rate`` records a second
+of :data:`VALUE_BYTES` JSON (``{"ts": <epoch ms>, "pad": "..."}``, ``ts`` non-decreasing) round
+robin over ``--partitions`` partitions of a new topic, for the whole run. The query reads it
+from the earliest offset (default trigger, ``read_committed``, ``max.task.idle.ms=0``) into
+``foreachBatch``. Variants (``--variant``): ``default`` (the Kafka timestamp), ``json``
+(``eventTime.jsonPath=$.ts``), ``json-ordered`` (the same with ``eventTime.order=nonDecreasing``).
+
+**Loss and duplication.** Each batch's ``foreachBatch`` keeps, per partition, its row count, the
+distinct offsets and the lowest and highest offset (one small aggregate, not the rows). The
+producer's records have contiguous offsets (no transactions), so a batch's range has no gap when
+its count is ``max - min + 1`` and no duplicate when its distinct count equals its count; and
+the batches' ranges, ordered, must meet end to start, from 0 to the broker's high watermark
+after the producer stopped. Anything else is counted as lost or duplicated.
+
+**Targets** (issue 54): after the warm-up (:data:`WARM_UP_MINUTES`, or a third of a shorter
+run), runner RSS grows at most :data:`RSS_GROWTH_MIB` MiB to the end, and the median trigger
+cost of the last :data:`WINDOW_MINUTES` is at most :data:`COST_GROWTH` x that of the first
+:data:`WINDOW_MINUTES` after the warm-up, or at most :data:`COST_SLACK_MS` ms above it.
+
+**What grows.** With ``--tracemalloc PATH`` the query reads through ``format("kafkasync-
+tracemalloc")`` (:class:`TracemallocKafkaSync`): kafkasync itself, whose ``latestOffset`` in
+the runner starts ``tracemalloc``, takes a baseline snapshot after :data:`TRACEMALLOC_BASELINE`
+triggers and every ``--tracemalloc-every`` triggers appends to ``PATH`` the allocations grown
+since, by source line and by call stack (a JSON line each). It slows the runner and its own
+traces take memory: its RSS series is not the target's.
+
+``make bench-soak`` (not in CI: an hour) runs the default variant for 60 minutes at 10,000
+records/s; ``python -m benchmarks.soak --minutes 3`` checks the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from typing import Any, Callable, Optional
+
+import kafkasync_source
+from kafkasync_source.spark.source import KafkaSyncDataSource
+from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
+
+SAMPLE_SECONDS = 30.0
+HEAP_EVERY = 10
+"""A full collection every 10 samples (5 minutes): often enough for a series, rarely enough
+not to weigh on the run."""
+WARM_UP_MINUTES = 5.0
+WINDOW_MINUTES = 5.0
+RSS_GROWTH_MIB = 5.0
+COST_GROWTH, COST_SLACK_MS = 1.25, 2.0
+VALUE_BYTES = 200
+VARIANTS = {"default": {}, "json": {"eventTime.jsonPath": "$.ts"},
+            "json-ordered": {"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}}
+TRACEMALLOC_ENV, TRACEMALLOC_EVERY_ENV = "KAFKASYNC_TRACEMALLOC", "KAFKASYNC_TRACEMALLOC_EVERY"
+TRACEMALLOC_BASELINE = 200
+"""Triggers before the baseline snapshot: the consumers, caches and imports of the first
+batches are warm-up, not growth."""
+TRACEMALLOC_FRAMES = 8
+MIB = 1024 * 1024
+
+
+# -- what grows: tracemalloc in the runner ----------------------------------------------------
+
+class _TracemallocStream(KafkaSyncStreamReader):
+    """kafkasync's stream reader whose ``latestOffset`` snapshots the runner's allocations
+    (see the module's docstring); without ``KAFKASYNC_TRACEMALLOC`` it is kafkasync's own."""
+
+    _triggers = 0
+    _baseline: Optional[tracemalloc.Snapshot] = None
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        path = os.environ.get(TRACEMALLOC_ENV)
+        if path:
+            self._snapshot(path, int(os.environ.get(TRACEMALLOC_EVERY_ENV, "500")))
+        return super().latestOffset(start, limit)
+
+    @classmethod
+    def _snapshot(cls, path: str, every: int) -> None:
+        cls._triggers += 1
+        if cls._triggers == 1:
+            tracemalloc.start(TRACEMALLOC_FRAMES)
+            return
+        if cls._triggers < TRACEMALLOC_BASELINE or (cls._triggers - TRACEMALLOC_BASELINE) % every:
+            return
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        if cls._baseline is None:
+            cls._baseline = snapshot
+            return
+        since = cls._triggers - TRACEMALLOC_BASELINE
+
+        def top(key: str, count: int) -> list[dict[str, Any]]:
+            assert cls._baseline is not None
+            return [{"kib": stat.size_diff / 1024, "bytes_per_trigger": stat.size_diff / since,
+                     "blocks": stat.count_diff, "kib_now": stat.size / 1024,
+                     "where": [f"{frame.filename}:{frame.lineno}" for frame in stat.traceback]}
+                    for stat in snapshot.compare_to(cls._baseline, key)[:count] if stat.size_diff > 0]
+
+        traced, peak = tracemalloc.get_traced_memory()
+        with open(path, "a") as out:
+            out.write(json.dumps({"at": time.time(), "triggers": cls._triggers, "since_baseline": since,
+                                  "traced_mib": traced / MIB, "peak_mib": peak / MIB,
+                                  "by_line": top("lineno", 25), "by_stack": top("traceback", 12)}) + "\n")
+
+
+class TracemallocKafkaSync(KafkaSyncDataSource):
+    """``format("kafkasync-tracemalloc")``: kafkasync, its runner's allocations snapshotted."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkasync-tracemalloc"
+
+    def streamReader(self, schema: Any) -> KafkaSyncStreamReader:
+        return _TracemallocStream(self._parse(streaming=True), schema)
+
+
+# -- the producer: a process of its own -----------------------------------------------------
+
+def produce(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int) -> dict[str, Any]:
+    """``rate`` JSON records a second for ``seconds`` round robin over ``partitions``, paced
+    every 1/100 s; how many it sent, how long it took and how many failed."""
+    from confluent_kafka import Producer
+
+    failed = [0]
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed[0] += 1
+
+    # Idempotent: a retried batch must not land behind later ones (eventTime.order=nonDecreasing).
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                         "acks": "all"})
+    pad = "x" * (VALUE_BYTES - len('{"ts":1700000000000,"pad":""}'))
+    total, chunk = int(rate * seconds), max(1, rate // 100)
+    began, last_ms = time.monotonic(), 0
+    for i in range(total):
+        if i % chunk == 0:
+            lag = began + i / rate - time.monotonic()
+            if lag > 0:
+                time.sleep(lag)
+            producer.poll(0)
+            last_ms = max(last_ms, int(time.time() * 1000))
+        value = f'{{"ts":{last_ms},"pad":"{pad}"}}'.encode()
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(120)
+    return {"records": total, "seconds": time.monotonic() - began, "failed": failed[0], "undelivered": left}
+
+
+def _producer(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.soak", "--produce", bootstrap, topic, str(rate), str(seconds),
+         str(partitions)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _produced(process: subprocess.Popen) -> dict[str, Any]:
+    out, err = process.communicate(timeout=300)
+    for line in out.splitlines():
+        if line.startswith("PRODUCED "):
+            return json.loads(line[len("PRODUCED "):])
+    raise RuntimeError(f"producer failed (exit {process.returncode}): {err[-2000:]}")
+
+
+# -- what is sampled: processes, trigger cost, the JVM's heap ---------------------------------
+
+def _status_kib(pid: int, *fields: str) -> dict[str, int]:
+    """Fields of ``/proc/<pid>/status`` in KiB (``VmRSS``, ``RssAnon``...)."""
+    found: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name = line.split(":", 1)[0]
+            if name in fields:
+                found[name] = int(line.split()[1])
+    return found
+
+
+def spark_processes(root: int) -> dict[str, list[int]]:
+    """This Spark's Python processes under ``root`` (this process): the streaming source
+    runner(s), the worker daemon, the workers it forked."""
+    parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                commands[int(entry)] = cmdline.read()
+        except OSError:  # exited meanwhile
+            continue
+
+    def under_root(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 1)
+            if pid == root:
+                return True
+        return False
+
+    found: dict[str, list[int]] = {"runner": [], "daemon": [], "workers": []}
+    for pid, command in commands.items():
+        if not under_root(pid):
+            continue
+        if b"python_streaming_source_runner" in command:
+            found["runner"].append(pid)
+        elif command.endswith(b"pyspark.daemon\0pyspark.worker\0"):
+            # The daemon forks its workers without exec: they share its command line. (Spark
+            # starts other daemons too, for planning a data source's read: not the executors'.)
+            is_daemon = commands.get(parents.get(pid, 1), b"") != command
+            found["daemon" if is_daemon else "workers"].append(pid)
+    return found
+
+
+def _rss_mib(pids: list[int]) -> list[float]:
+    values = []
+    for pid in pids:
+        try:
+            values.append(_status_kib(pid, "VmRSS")["VmRSS"] / 1024)
+        except (OSError, KeyError):
+            continue
+    return values
+
+
+def heap_after_full_gc_mib(jvm_pid: int) -> Optional[float]:
+    """The JVM's used heap right after a full collection (``jcmd GC.run``, then
+    ``GC.heap_info``'s first ``used``), or None where jcmd is missing or fails."""
+    try:
+        subprocess.run(["jcmd", str(jvm_pid), "GC.run"], capture_output=True, timeout=120, check=True)
+        info = subprocess.run(["jcmd", str(jvm_pid), "GC.heap_info"], capture_output=True, text=True,
+                              timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = re.search(r"heap\s+total \d+K, used (\d+)K", info)  # G1's, Parallel's and Serial's first line
+    return int(used.group(1)) / 1024 if used else None
+
+
+class TriggerCosts:
+    """Every batch's ``durationMs`` (latestOffset, triggerExecution) and rows, from Spark's
+    progress events, taken out window by window."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: list[tuple[float, float, int]] = []
+
+    def add(self, latest_offset_ms: float, trigger_ms: float, rows: int) -> None:
+        with self._lock:
+            self._batches.append((latest_offset_ms, trigger_ms, rows))
+
+    def take(self) -> list[tuple[float, float, int]]:
+        with self._lock:
+            taken, self._batches = self._batches, []
+        return taken
+
+
+def _listener(costs: TriggerCosts) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            progress = event.progress
+            costs.add(float(progress.durationMs.get("latestOffset", 0)),
+                      float(progress.durationMs.get("triggerExecution", 0)), int(progress.numInputRows))
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return Listener()
+
+
+def _quantile(ordered: list[float], share: float) -> Optional[float]:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else None
+
+
+def sample(jvm_pid: int, costs: TriggerCosts, started: float, heap: bool) -> dict[str, Any]:
+    """One point of the series: RSS by process, the window's trigger costs, maybe the heap."""
+    processes = spark_processes(os.getpid())
+    batches = costs.take()
+    latest = sorted(b[0] for b in batches)
+    workers = _rss_mib(processes["workers"])
+    point: dict[str, Any] = {
+        "minute": round((time.monotonic() - started) / 60, 2),
+        "runner_rss_mib": sum(_rss_mib(processes["runner"])) or None,
+        "runners": len(processes["runner"]),
+        "daemon_rss_mib": sum(_rss_mib(processes["daemon"])) or None,
+        "worker_rss_mib": [round(value, 1) for value in sorted(workers)],
+        "jvm_rss_mib": sum(_rss_mib([jvm_pid])) or None,
+        "batches": len(batches), "rows": sum(b[2] for b in batches),
+        "latest_offset_ms": {"p50": _quantile(latest, 0.5), "p90": _quantile(latest, 0.9),
+                             "max": latest[-1] if latest else None},
+        "trigger_ms_p50": _quantile(sorted(b[1] for b in batches), 0.5),
+    }
+    if heap:
+        point["jvm_heap_after_gc_mib"] = heap_after_full_gc_mib(jvm_pid)
+    return point
+
+
+# -- loss and duplication -------------------------------------------------------------------
+
+class Ledger:
+    """Per partition, the offset the next batch must start at, and what was lost or duplicated
+    so far: batches come one after another, so each batch's range is checked as it arrives and
+    the ledger stays one entry a partition however long the run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.next_offset: dict[int, int] = {}
+        self.rows = self.lost = self.duplicated = 0
+
+    def sink(self, frame: Any, batch_id: int) -> None:
+        """``foreachBatch``: one aggregate per partition, not the rows."""
+        from pyspark.sql import functions as F
+
+        found = frame.groupBy("partition").agg(F.min("offset"), F.max("offset"), F.count("*"),
+                                               F.countDistinct("offset")).collect()
+        for partition, low, high, rows, distinct in found:
+            self.add(partition, low, high, rows, distinct)
+
+    def add(self, partition: int, low: int, high: int, rows: int, distinct: int) -> None:
+        """One batch's rows of ``partition``: offsets ``low`` to ``high``, ``distinct`` of them."""
+        with self._lock:
+            expected = self.next_offset.get(partition, 0)
+            self.rows += rows
+            self.duplicated += rows - distinct
+            self.lost += (high - low + 1) - distinct  # a gap inside the batch's range
+            if low > expected:
+                self.lost += low - expected
+            else:
+                self.duplicated += min(expected, high + 1) - low
+            self.next_offset[partition] = max(expected, high + 1)
+
+    def check(self, ends: dict[int, int]) -> dict[str, int]:
+        """Lost and duplicated records, with each partition's high watermark ``ends`` (its
+        offsets 0 to end - 1, contiguous): what no batch reached yet counts as lost."""
+        with self._lock:
+            unread = sum(max(0, end - self.next_offset.get(partition, 0)) for partition, end in ends.items())
+            return {"lost": self.lost + unread, "duplicated": self.duplicated, "rows": self.rows}
+
+
+# -- the run --------------------------------------------------------------------------------
+
+def _spark(jars: Optional[str]) -> Any:
+    from kafkasync_dev.testing.spark import local_spark_session
+    from kafkasync_source.spark.source import register
+
+    workdir = tempfile.mkdtemp(prefix="kafkasync-soak-")
+    spark = local_spark_session("kafkasync-soak", workdir, {"spark.jars": jars} if jars else {},
+                                jvm_log=os.path.join(workdir, "spark.log"))
+    register(spark)
+    spark.dataSource.register(TracemallocKafkaSync)
+    return spark
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from kafkasync_dev.testing.broker import KafkaBroker
+
+    with KafkaBroker(bootstrap) as broker:
+        return {partition: high for partition, (_, high) in broker.end_offsets(topic).items()}
+
+
+def _warm_up_minutes(minutes: float) -> float:
+    return min(WARM_UP_MINUTES, minutes / 3)
+
+
+def targets(series: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
+    """Runner RSS growth after the warm-up, and the trigger cost's median first and last."""
+    warm_up, window = _warm_up_minutes(minutes), min(WINDOW_MINUTES, minutes / 3)
+    after = [p for p in series if p["minute"] >= warm_up and p["runner_rss_mib"]]
+    if len(after) < 2:
+        return {"skipped": "too few samples after the warm-up"}
+    growth = after[-1]["runner_rss_mib"] - after[0]["runner_rss_mib"]
+    hours = (after[-1]["minute"] - after[0]["minute"]) / 60
+    # The target is over an hour's last 55 minutes: a shorter run is judged at its slope.
+    over_55 = growth * max(1.0, 55 / 60 / hours) if hours else growth
+    first = [p["latest_offset_ms"]["p50"] for p in after if p["minute"] < warm_up + window + 0.01
+             and p["latest_offset_ms"]["p50"] is not None]
+    last = [p["latest_offset_ms"]["p50"] for p in after if p["minute"] > after[-1]["minute"] - window - 0.01
+            and p["latest_offset_ms"]["p50"] is not None]
+    cost_first = statistics.median(first) if first else None
+    cost_last = statistics.median(last) if last else None
+    return {
+        "runner_rss_growth_mib": {"value": round(growth, 1), "from_minute": after[0]["minute"],
+                                  "to_minute": after[-1]["minute"],
+                                  "per_hour": round(growth / hours, 1) if hours else None,
+                                  "over_55_minutes": round(over_55, 1),
+                                  "target": f"<= {RSS_GROWTH_MIB} over 55 minutes",
+                                  "met": over_55 <= RSS_GROWTH_MIB},
+        "latest_offset_ms_p50": {
+            "first": cost_first, "last": cost_last,
+            "target": f"last <= {COST_GROWTH} x first or first + {COST_SLACK_MS} ms",
+            "met": None if cost_first is None or cost_last is None
+            else cost_last <= max(cost_first * COST_GROWTH, cost_first + COST_SLACK_MS)},
+    }
+
+
+def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default", minutes: float = 60.0,
+         rate: int = 10_000, partitions: int = 8, jars: Optional[str] = None,
+         tracemalloc_path: Optional[str] = None, tracemalloc_every: int = 500,
+         log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """One soak (see the module's docstring): the series, loss and duplication, the targets."""
+    from benchmarks.side_by_side import _jvm_pid, _options
+    from kafkasync_dev.testing.broker import create_topic
+
+    if tracemalloc_path:  # the runner inherits the JVM's environment, which inherits ours
+        os.environ[TRACEMALLOC_ENV] = tracemalloc_path
+        os.environ[TRACEMALLOC_EVERY_ENV] = str(tracemalloc_every)
+    spark = _spark(jars)
+    topic = f"kafkasync-soak-{variant}-{partitions}-{time.time_ns()}"
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic, partitions)
+    name = TracemallocKafkaSync.name() if tracemalloc_path and source == "kafkasync" else source
+    reader = (spark.readStream.format(name).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in {**_options(source), **(VARIANTS[variant] if source == "kafkasync" else {})}.items():
+        reader = reader.option(key, value)
+    costs, ledger = TriggerCosts(), Ledger()
+    spark.streams.addListener(_listener(costs))
+    producer = _producer(bootstrap, topic, rate, minutes * 60, partitions)
+    started = time.monotonic()
+    query = reader.load().writeStream.foreachBatch(ledger.sink).start()
+    jvm = _jvm_pid(spark)
+    series: list[dict[str, Any]] = []
+    try:
+        while time.monotonic() - started < minutes * 60:
+            time.sleep(max(0.0, started + (len(series) + 1) * SAMPLE_SECONDS - time.monotonic()))
+            if query.exception() is not None:
+                raise RuntimeError(f"the query failed: {query.exception()}")
+            series.append(sample(jvm, costs, started, heap=len(series) % HEAP_EVERY == HEAP_EVERY - 1))
+            log(_line(series[-1]))
+        produced = _produced(producer)
+        ends = _end_offsets(bootstrap, topic)
+        deadline = time.monotonic() + 180
+        while ledger.check(ends)["lost"] and time.monotonic() < deadline and query.exception() is None:
+            time.sleep(1)
+        final = sample(jvm, costs, started, heap=True)
+    finally:
+        query.stop()
+        if producer.poll() is None:
+            producer.kill()
+        spark.stop()
+    checked = ledger.check(ends)
+    return {"source": source, "variant": variant, "commit": _commit(),
+            "kafkasync_from": list(kafkasync_source.__path__),
+            "options": VARIANTS[variant] if source == "kafkasync" else {},
+            "minutes": minutes, "rate": rate, "partitions": partitions, "value_bytes": VALUE_BYTES,
+            "produced": produced, "high_watermarks": sum(ends.values()), **checked,
+            "tracemalloc": bool(tracemalloc_path), "series": series, "final": final,
+            "targets": targets(series, minutes)}
+
+
+def _commit() -> Optional[str]:
+    """The checkout's commit (what kafkasync's code was, unless its tree had edits), if any."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("KAFKASYNC_SOAK_COMMIT")
+
+
+def _line(point: dict[str, Any]) -> str:
+    def mib(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    cost = point["latest_offset_ms"]
+    heap = f", heap after GC {mib(point['jvm_heap_after_gc_mib'])} MiB" if "jvm_heap_after_gc_mib" in point else ""
+    return (f"minute {point['minute']:.1f}: runner {mib(point['runner_rss_mib'])} MiB, workers "
+            f"{point['worker_rss_mib']} MiB, JVM {mib(point['jvm_rss_mib'])} MiB{heap}; {point['batches']} batches, "
+            f"{point['rows']:,} rows, latestOffset p50/p90/max {cost['p50']}/{cost['p90']}/{cost['max']} ms")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--produce"]:
+        servers, topic, rate, seconds, partitions = argv[1:6]
+        print("PRODUCED " + json.dumps(produce(servers, topic, int(rate), float(seconds), int(partitions))),
+              flush=True)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--rate", type=int, default=10_000, help="records a second")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default="default")
+    parser.add_argument("--source", choices=("kafkasync", "kafka"), default="kafkasync",
+                        help='"kafka": Spark\'s own format("kafka") (its connector must match the running Spark)')
+    parser.add_argument("--tracemalloc", metavar="PATH", help="snapshot the runner's allocations into PATH")
+    parser.add_argument("--tracemalloc-every", type=int, default=500, help="triggers between snapshots")
+    parser.add_argument("--out", help="also write the result's JSON to this file")
+    args = parser.parse_args(argv)
+    jars: Optional[str] = None
+    if args.source == "kafka":
+        from kafkasync_dev.testing.spark import format_kafka_jars
+
+        jars, no_jars = format_kafka_jars()
+        if jars is None:
+            raise SystemExit(f"soak: {no_jars}")
+    from kafkasync_dev.testing.local_broker import real_broker
+
+    with real_broker() as (bootstrap, no_broker):
+        if bootstrap is None:
+            raise SystemExit(f"soak: {no_broker}")
+        result = soak(bootstrap, source=args.source, variant=args.variant, minutes=args.minutes, rate=args.rate,
+                      partitions=args.partitions, jars=jars, tracemalloc_path=args.tracemalloc,
+                      tracemalloc_every=args.tracemalloc_every,
+                      log=lambda m: print(f"[soak {time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as out:
+            out.write(text + "\n")
+    return 0 if result["lost"] == 0 and result["duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
