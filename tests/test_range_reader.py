@@ -421,3 +421,125 @@ def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster
         assert RangeReader._gone(consumer, kafka_range) is False
     finally:
         consumer.close()
+
+
+def _requires(cluster, *functions):
+    """Skip, saying why, where this librdkafka's mock cluster lacks a fault these tests force."""
+    import confluent_kafka
+
+    if not cluster.supports(*functions):
+        pytest.skip(f"the mock cluster of librdkafka {confluent_kafka.libversion()[0]} has no "
+                    f"{', '.join(functions)} (librdkafka 2.16 has them)")
+
+
+def _held_back_reader(cluster, topic, **extra):
+    """A reader whose consumer fetches again only once it has handed out every record it
+    fetched (``queued.min.messages=1``: librdkafka fetches a partition only while fewer records
+    than that are queued, rdkafka_fetcher.c ``rd_kafka_toppar_fetch_decide``). One record
+    batch per fetch (the mock answers with one message set), and an error of the next fetch
+    arrives within one ``consume()`` call (``fetch.wait.max.ms``)."""
+    return reader_for(cluster, topic, **{"kafka.queued.min.messages": "1", "kafka.fetch.wait.max.ms": "10",
+                                         **extra})
+
+
+def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
+    kafka_cluster, topic_factory, pool, monkeypatch, caplog
+):
+    """Issue 51 item 5. Records of the range are read, then retention deletes the rest of it
+    and more: the next fetch answers OFFSET_OUT_OF_RANGE, which librdkafka with
+    auto.offset.reset=error turns into _AUTO_OFFSET_RESET and a partition in state FETCH_NONE
+    (rdkafka_offset.c ``rd_kafka_offset_reset``). Nothing is left to read, so nothing re-assigns
+    it. Pooled so, the next task's resume seeks it and the seek answers _STATE
+    (rdkafka_partition.c ``rd_kafka_toppar_seek``: only a started fetch can seek): a spurious
+    task failure, and the consumer was neither pooled nor closed."""
+    import kafkasync_source.executor.range_reader as range_reader
+
+    _requires(kafka_cluster, "rd_kafka_mock_partition_delete_records")
+    monkeypatch.setattr(range_reader, "ARROW_BATCH_ROWS", 5)  # the reader yields after 5 records
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # one batch: 0-5
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
+    reader = _held_back_reader(kafka_cluster, topic, failOnDataLoss="false")
+    batches = reader.read(KafkaRange(topic, 0, 0, 10))
+    assert next(batches).column("offset").to_pylist() == [0, 1, 2, 3, 4]  # offset 5 still queued
+    kafka_cluster.delete_records(topic, 0, 15)  # retention: the next fetch, at 6, is out of range
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+        assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [5]
+    assert [r.getMessage() for r in caplog.records if "are gone" in r.getMessage()] == [
+        f"kafkasync: {topic}-0 offsets [6, 10) of the range [0, 10) are gone: the log starts at offset 15; "
+        "records were lost (retention or log truncation). Skipping them (failOnDataLoss=false)."
+    ]
+    assert len(pool) == 0, "a consumer left where a data loss put it must not be pooled"
+    assert offsets_of(reader, KafkaRange(topic, 0, 15, 20)) == list(range(15, 20))
+
+
+def test_an_out_of_range_error_after_records_of_the_same_consume_duplicates_none(
+    kafka_cluster, topic_factory, pool
+):
+    """Issue 51 item 6, first part. One consume() returns records and then an out-of-range error
+    at the offset after them; the log still holds every offset of the range (a stale error: a
+    fetch of a log since replaced), so the reader seeks again. It sought from where it stood
+    before those records, and then kept them too: they were read twice. The broker's answer is
+    forced (the mock's per-partition error for the second fetch)."""
+    from confluent_kafka import KafkaError
+
+    from kafkasync_dev.testing.mock_cluster import ApiKey
+
+    _requires(kafka_cluster, "rd_kafka_mock_partition_push_request_errors")
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # one batch: 0-5
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
+    kafka_cluster.push_partition_request_errors(topic, 0, ApiKey.FETCH, 0, KafkaError.OFFSET_OUT_OF_RANGE)
+    reader = _held_back_reader(kafka_cluster, topic)  # failOnDataLoss=true: nothing is lost
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 20)) == list(range(20))
+    # Sought again and read to its end: the consumer stands where the next range starts.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + 20, None, b"c")])
+    assert offsets_of(reader, KafkaRange(topic, 0, 20, 21)) == [20]
+    assert (pool.created, pool.reused) == (1, 1)
+
+
+def test_a_consumer_that_met_a_truncated_log_never_serves_the_next_range_from_below_its_start(
+    kafka_cluster, topic_factory, pool
+):
+    """Issue 51 item 6, second part. The range [0, 9) ends past the log's end (3: truncated, or
+    the topic recreated, after the driver planned it): offsets [3, 9) are skipped with a warning
+    (failOnDataLoss=false). The consumer itself stands at 3, where librdkafka met the log end.
+    Pooled as if at 9, it served the next range [9, 13), once the log grew again, from offset 3."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"old") for i in range(3)])
+    reader = reader_for(kafka_cluster, topic, failOnDataLoss="false")
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 9)) == [0, 1, 2]
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"new") for i in range(3, 13)])
+    assert offsets_of(reader, KafkaRange(topic, 0, 9, 13)) == [9, 10, 11, 12]
+
+
+def test_a_pooled_consumer_that_cannot_be_resumed_is_closed_and_the_retry_reads(
+    kafka_cluster, topic_factory, pool, monkeypatch
+):
+    """A pooled consumer whose resume fails (a seek answering _STATE, as in issue 51 item 5)
+    fails its task, and is closed rather than left unpooled and open: Spark's retry of the
+    task then reads the range with a new consumer."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    import kafkasync_source.executor.range_reader as range_reader
+
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(10)])
+    reader = reader_for(kafka_cluster, topic)
+    assert offsets_of(reader, KafkaRange(topic, 0, 0, 5)) == list(range(5))
+    resumed = []
+
+    def failing_resume(consumer, fetching):
+        if fetching:
+            resumed.append(consumer)
+            raise KafkaException(KafkaError(KafkaError._STATE, "Failed to seek: Local: Erroneous state"))
+        consumer.pause(consumer.assignment())
+
+    monkeypatch.setattr(range_reader, "set_fetching", failing_resume)
+    with pytest.raises(KafkaException):
+        offsets_of(reader, KafkaRange(topic, 0, 5, 10))
+    assert len(resumed) == 1 and len(pool) == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        resumed[0].assignment()
+    monkeypatch.undo()
+    assert offsets_of(reader, KafkaRange(topic, 0, 5, 10)) == list(range(5, 10))

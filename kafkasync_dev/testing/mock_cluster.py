@@ -169,6 +169,8 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
         [_c_void_p, _c_int16, _c_size_t, ctypes.POINTER(_c_int)],
     ),
     "rd_kafka_mock_request_destroy_array": (None, [_c_void_p, _c_size_t]),
+    # DeleteRecords on a mock partition (added in 2026; librdkafka 2.16 has it, 2.14 not).
+    "rd_kafka_mock_partition_delete_records": (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int64]),
 }
 
 
@@ -193,6 +195,9 @@ def _load() -> ctypes.CDLL:
         # pass the variadic ones as explicit ctypes.c_int values.
         lib.rd_kafka_mock_push_request_errors.restype = None
         lib.rd_kafka_mock_broker_push_request_error_rtts.restype = _c_int
+        partition_errors = getattr(lib, "rd_kafka_mock_partition_push_request_errors", None)
+        if partition_errors is not None:  # librdkafka 2.16 has it
+            partition_errors.restype = _c_int
         _lib = lib
         return lib
 
@@ -577,6 +582,42 @@ class MockKafkaCluster:
                 _c_size_t(len(errors_and_rtts)), *args,
             )
         _check("push_broker_request_error_rtts", code)
+
+    def push_partition_request_errors(self, topic: str, partition: int, api_key: int,
+                                      *error_codes: int) -> None:
+        """The next ``len(error_codes)`` requests of type ``api_key`` for one partition answer
+        these codes for that partition, in order; 0 answers as usual. Unlike
+        :meth:`push_request_errors` the error is the partition's, not the whole response's, as
+        a broker answers e.g. OFFSET_OUT_OF_RANGE. Needs a recent librdkafka (2.16 has it:
+        ``rd_kafka_mock_partition_push_request_errors``)."""
+        if not error_codes:
+            return
+        push = self._optional("rd_kafka_mock_partition_push_request_errors")
+        with self._lock:
+            code = push(
+                _c_void_p(self._mcluster()), _c_char_p(topic.encode()), _c_int32(partition),
+                _c_int16(int(api_key)), _c_size_t(len(error_codes)), *[_c_int(int(c)) for c in error_codes],
+            )
+        _check("push_partition_request_errors", code)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Delete the records of ``topic``-``partition`` below ``before_offset``, as a broker's
+        DeleteRecords (or retention) does: the log start moves to ``before_offset``, and a
+        fetch below it answers OFFSET_OUT_OF_RANGE. Needs a recent librdkafka (2.16 has it)."""
+        delete = self._optional("rd_kafka_mock_partition_delete_records")
+        with self._lock:
+            code = delete(self._mcluster(), topic.encode(), partition, before_offset)
+        _check(f"delete_records({topic!r}, {partition}, {before_offset})", code)
+
+    def supports(self, *functions: str) -> bool:
+        """Whether this librdkafka has these (optional) mock functions."""
+        return all(getattr(self._lib, name, None) is not None for name in functions)
+
+    def _optional(self, name: str) -> Any:
+        function = getattr(self._lib, name, None)
+        if function is None:
+            raise NotImplementedError(f"librdkafka {self._lib.rd_kafka_version_str().decode()} has no {name}")
+        return function
 
     def clear_request_errors(self, api_key: int) -> None:
         with self._lock:

@@ -102,14 +102,16 @@ class RangeReader:
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
             pooled = POOL.acquire(key, lambda: Consumer(with_python_logging(config)))
-            set_fetching(pooled.consumer, True)  # paused while pooled (consumer_pool.py)
-            completed = False
+            poolable = False
             try:
-                completed = yield from self._read(pooled, kafka_range)
+                set_fetching(pooled.consumer, True)  # paused while pooled (consumer_pool.py)
+                poolable = yield from self._read(pooled, kafka_range)
             finally:
-                # A range left half-read (an error, Spark stopping early) leaves the consumer
-                # somewhere unknown: close it rather than pool it.
-                if completed:
+                # A range left half-read (an error, Spark stopping early), or read past a data
+                # loss, leaves the consumer somewhere unknown: close it rather than pool it.
+                # So does a consumer that could not be resumed: Spark's retry of the task
+                # then starts with a new one.
+                if poolable:
                     set_fetching(pooled.consumer, False)
                     POOL.release(key, pooled)
                 else:
@@ -141,7 +143,9 @@ class RangeReader:
 
     def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
         """Yields the range's batches; returns whether the consumer may be pooled, positioned
-        at the range's end."""
+        at the range's end. After a data loss it may not: librdkafka then stands where the
+        loss left it, not at the range's end (a log truncated below the end: at the log's
+        end; records deleted past the end: in state FETCH_NONE, see :meth:`_skip_lost`)."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
         consumer = pooled.consumer
         if pooled.position != kafka_range.start and not self._skip_to(pooled, kafka_range.start):
@@ -158,15 +162,16 @@ class RangeReader:
         )
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
-        skipped_loss = False
+        lost = False
         logged_at = -_TRANSIENT_LOG_INTERVAL_S
         while next_offset < end:
             messages = self._next_messages(pooled, min(end - next_offset, ARROW_BATCH_ROWS))
             # Errors (end-of-partition events above all) are rare: find them in one cheap pass
             # instead of filtering every record.
-            errors = [m for m in messages if m.error() is not None]
-            records = [m for m in messages if m.error() is None] if errors else messages
-            if records and records[-1].offset() >= end:
+            events = [i for i, m in enumerate(messages) if m.error() is not None]
+            last_record = next((m for m in reversed(messages) if m.error() is None), None)
+            reached_end = last_record is not None and last_record.offset() >= end
+            if reached_end:
                 # A record at or past the end: every offset before it has been seen, so the
                 # rest of the range is an offset gap (e.g. a transaction marker just before
                 # the end). Without this the reader would go on, one record per call, until
@@ -175,20 +180,36 @@ class RangeReader:
                 # (messages came from its head when it held more than the range needed).
                 cut = next(i for i, m in enumerate(messages) if m.error() is None and m.offset() >= end)
                 pooled.stash = messages[cut:] + pooled.stash
-                errors = [m for m in messages[:cut] if m.error() is not None]
-                records = [m for m in records if m.offset() < end]
-                next_offset = end
-            for message in errors:
-                error = message.error()
+                messages, events = messages[:cut], [i for i in events if i < cut]
+            progressed = False
+            # Records and events in the order they came: an event speaks of the offsets after
+            # the records before it. (An out-of-range error taken before the records ahead of
+            # it in the same call re-sought below them, and they were read twice.)
+            begin = 0
+            for index in events + [len(messages)]:
+                if index > begin:
+                    columns.extend(messages[begin:index])
+                    next_offset = max(next_offset, messages[index - 1].offset() + 1)
+                    progressed = True
+                if index == len(messages):
+                    break
+                event, begin = messages[index], index + 1
+                error = event.error()
                 if error.code() == KafkaError._PARTITION_EOF:
                     # Everything below the event's offset has been seen: the rest of the range
                     # is an offset gap, unless the log was truncated below the range's end.
-                    if message.offset() < end and not self._truncated_below_end(consumer, kafka_range, next_offset):
-                        continue
+                    if event.offset() < end:
+                        if not self._truncated_below_end(consumer, kafka_range, next_offset):
+                            continue
+                        lost = True
                     next_offset = end
+                    break
                 elif error.code() in _DATA_LOSS_CODES:
-                    next_offset = self._skip_lost(consumer, kafka_range, next_offset)
-                    pooled.stash, skipped_loss = [], True  # the next range re-seeks
+                    # What this call returned after the error came before the new assignment
+                    # (if any): the reader goes on from what the assignment fetches.
+                    next_offset, lost_some = self._skip_lost(consumer, kafka_range, next_offset)
+                    pooled.stash, lost, reached_end = [], lost or lost_some, False
+                    break
                 elif error.fatal() or error.code() in _FATAL_CODES:
                     raise KafkaException(error)
                 else:
@@ -200,9 +221,9 @@ class RangeReader:
                             "for up to %d ms (kafkaConsumer.pollTimeoutMs): %s",
                             topic, partition, next_offset, self.poll_timeout_ms, error.str(),
                         )
-            if records:
-                columns.extend(records)
-                next_offset = max(next_offset, records[-1].offset() + 1)
+            if reached_end:
+                next_offset = end
+            if progressed:
                 stalled_since = time.monotonic()
             elif next_offset < end and time.monotonic() - stalled_since > self.poll_timeout_ms / 1000:
                 raise TimeoutError(
@@ -230,8 +251,8 @@ class RangeReader:
                 yield columns.to_batch(self.arrow_schema)
         if len(columns):
             yield columns.to_batch(self.arrow_schema)
-        pooled.position = None if skipped_loss else end
-        return True
+        pooled.position = end
+        return not lost
 
     @staticmethod
     def _skip_to(pooled: PooledConsumer, start: int) -> bool:
@@ -305,10 +326,17 @@ class RangeReader:
         self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")
         return True
 
-    def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> int:
-        """The range's next offset is out of the log's range. Fail, or continue where it can.
+    def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> tuple[int, bool]:
+        """The range's next offset is out of the log's range: fail, or continue where it can.
+        Returns the next offset, and whether records were lost (skipped).
+
         Where the log holds every offset still to read, the error was stale (a fetch of a log
-        that has since been replaced): nothing is lost, the reader seeks again."""
+        that has since been replaced): nothing is lost, the reader seeks again. Otherwise,
+        under ``auto.offset.reset=error``, librdkafka has stopped fetching the partition (state
+        FETCH_NONE, ``rd_kafka_offset_reset`` in rdkafka_offset.c) until it is assigned or
+        sought anew; with nothing of the range left to read it stays so, and only a closed
+        consumer is safe from it (a seek then answers _STATE, ``rd_kafka_toppar_seek`` in
+        rdkafka_partition.c)."""
         tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
         low, high = consumer.get_watermark_offsets(tp, timeout=10)
         lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
@@ -317,11 +345,11 @@ class RangeReader:
                         "the log holds [%d, %d): seeking again.", kafka_range.topic,
                         kafka_range.partition, next_offset, low, high)
             consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, next_offset)])
-            return next_offset
+            return next_offset, False
         self._data_lost(kafka_range, lost_from, resume, why)
         if resume < kafka_range.end:
             consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
-        return resume
+        return resume, True
 
     def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
         """The partition was deleted with records of the range unread (see
