@@ -33,8 +33,9 @@ def assert_no_secret(text: str) -> None:
     assert not leaked, f"secret(s) {leaked} in: {text[:2000]}"
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def kafkasync_registered(spark):
+    """The Spark tests read through format("kafkasync"); the others need no Spark."""
     register(spark)
 
 
@@ -45,7 +46,7 @@ def reader(spark, bootstrap, **options):
     return stream
 
 
-def test_explain_masks_every_secret_option(spark, capsys):
+def test_explain_masks_every_secret_option(kafkasync_registered, spark, capsys):
     frame = reader(spark, "127.0.0.1:1", subscribe="t").load()
     frame.explain(extended=True)
     printed = capsys.readouterr().out
@@ -54,7 +55,7 @@ def test_explain_masks_every_secret_option(spark, capsys):
     assert_no_secret(printed)
 
 
-def test_errors_name_the_option_not_the_secret(spark):
+def test_errors_name_the_option_not_the_secret(kafkasync_registered, spark):
     with pytest.raises(Exception) as failure:
         reader(spark, "127.0.0.1:1", subscribe="t", startingOffsets='{"t":{"0":1.5}}').load()
     assert "startingOffsets" in str(failure.value)
@@ -70,7 +71,7 @@ def test_scrub_masks_secret_values_in_client_messages():
     assert "bootstrap h:1" in scrubbed
 
 
-def test_progress_and_offsets_hold_no_secret(spark, kafka_cluster, topic_factory, tmp_path):
+def test_progress_and_offsets_hold_no_secret(kafkasync_registered, spark, kafka_cluster, topic_factory, tmp_path):
     topic = topic_factory(1)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(5)])
     checkpoint = tmp_path / "cp"
@@ -98,3 +99,24 @@ def test_progress_and_offsets_hold_no_secret(spark, kafka_cluster, topic_factory
     offsets = "".join(p.read_text() for p in Path(checkpoint, "offsets").iterdir() if p.name.isdigit())
     assert topic in offsets
     assert_no_secret(offsets)
+
+
+def test_a_range_readers_repr_holds_no_secret():
+    """Spark pickles the reader into every task; a repr of it lands in logs and tracebacks."""
+    from kafkasync_source.executor.range_reader import RangeReader
+    from kafkasync_source.spark.schema import kafka_schema
+
+    options = parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t", **SECRETS,
+                             "kafka.sasl.password": "sasl-pw-4410"}, streaming=True)
+    shown = repr(RangeReader.from_options(options, kafka_schema(False)))
+    assert_no_secret(shown)
+    assert "sasl-pw-4410" not in shown
+    assert "poll_timeout_ms" in shown  # the rest is still shown
+
+
+def test_a_keystores_contents_repr_holds_no_key():
+    from kafkasync_source.config.java_keystores import StoreContents
+
+    shown = repr(StoreContents(("-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----\n",), PEM))
+    assert_no_secret(shown)
+    assert "MIIBcert" in shown

@@ -51,7 +51,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
@@ -69,7 +69,8 @@ class StoreContents:
 
     certificates: tuple[str, ...]
     """Trusted certificates (a truststore), or the key's chain, its own certificate first."""
-    private_key: Optional[str] = None
+    private_key: Optional[str] = field(default=None, repr=False)
+    """The key as PEM text: a secret, kept out of the repr (logs, tracebacks)."""
 
 
 def truststore_as_pem(location: str, password: Optional[str], declared_type: Optional[str]) -> str:

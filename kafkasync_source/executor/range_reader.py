@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generator, Iterator, Mapping, Optional, Union
 
 import numpy as np
@@ -69,7 +69,9 @@ _MAX_TIMESTAMP_MS = np.iinfo(np.int64).max // 1000
 class RangeReader:
     """Reads :class:`KafkaRange` s on an executor. Holds only picklable configuration."""
 
-    client_config: Mapping[str, str]
+    client_config: Mapping[str, str] = field(repr=False)
+    """librdkafka settings, secrets among them (sasl.password, ssl.key.pem): kept out of the
+    repr, as in SourceOptions, since a reader is shown in logs and tracebacks."""
     arrow_schema: pa.Schema
     include_headers: bool
     include_partition_time: bool
