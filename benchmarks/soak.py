@@ -382,7 +382,10 @@ def _spark(jars: Optional[str]) -> Any:
     spark = local_spark_session("kafkasync-soak", workdir, {"spark.jars": jars} if jars else {},
                                 jvm_log=os.path.join(workdir, "spark.log"))
     register(spark)
-    spark.dataSource.register(TracemallocKafkaSync)
+    # By its module's name, not __main__'s (``python -m benchmarks.soak``): the runner imports it.
+    from benchmarks.soak import TracemallocKafkaSync as importable
+
+    spark.dataSource.register(importable)
     return spark
 
 
