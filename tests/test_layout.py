@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kafkasync_source"
-RUNTIME_PACKAGES = ("config", "driver", "enrich", "event_time", "executor", "kafka", "metrics", "planning", "spark")
+RUNTIME_PACKAGES = ("config", "driver", "enrich", "event_time", "executor", "formats", "kafka", "metrics", "planning",
+                    "spark")
 
 
 def imports_of(package: str) -> dict[str, set[str]]:
@@ -53,6 +54,16 @@ def test_planning_is_pure(module, modules):
 @pytest.mark.parametrize("module, modules", imports_of("event_time").items())
 def test_the_event_time_seam_imports_nothing_of_kafka_spark_or_the_rest(module, modules):
     assert outside(modules, ("msgspec", "kafkasync_source.event_time")) == [], module
+
+
+@pytest.mark.parametrize("module, modules", imports_of("formats").items())
+def test_the_formats_import_their_decoders_and_the_seam_only(module, modules):
+    """``formats/`` runs where the seam runs (driver fetch path and executors): the registry client
+    and the decoders, the seam's conversions and Spark's types, nothing of the driver, the
+    executors or the planner."""
+    assert outside(modules, ("msgspec", "fastavro", "google.protobuf", "confluent_kafka.schema_registry",
+                             "pyarrow", "pyspark.sql.types", "kafkasync_source.event_time",
+                             "kafkasync_source.formats")) == [], module
 
 
 @pytest.mark.parametrize("side, other", [("driver", "executor"), ("executor", "driver")])

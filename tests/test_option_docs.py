@@ -30,6 +30,7 @@ def test_every_option_the_code_reads_is_documented_and_every_documented_one_acce
              for name in pair}
     read |= set(options._SUBSCRIPTIONS)
     read |= {name.lower() for name in options.EVENT_TIME_OPTIONS.values()}  # read through that map
+    read |= {name.lower() for name in options.FORMAT_OPTIONS}  # read through _format, by key/value
     source_options = {name for name in read if not name.startswith("kafka.")}
     assert len(source_options) > 25, sorted(source_options)  # the patterns still find them
     assert source_options - documented_source_options() == set()

@@ -188,6 +188,69 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         ),
     ),
     OptionDoc(
+        ('eventTime.field',),
+        'none',
+        (
+            "kafkasync's own: the event time is a field of the value decoded by its `value.format` "
+            '(Schema Registry formats), a path of field names: `source.ts_ms` (Debezium), '
+            '`after.updated_at`. Avro `timestamp-millis`/`-micros`/`local-timestamp-*` and `date`, and '
+            "Protobuf's `google.protobuf.Timestamp`, are times as they are; other numbers and strings "
+            'follow `eventTime.format`. Each record is read with its writer schema (fetched by id once '
+            "per process), the path named as the subject's latest version names it (Avro aliases "
+            'followed, a field the writer lacks takes its default). A record that is not framed, or '
+            "whose schema id the registry does not know, has an invalid time (`eventTime.onInvalid`); a "
+            'writer schema that does not resolve fails the query naming topic, partition, offset, schema '
+            'id and field. Everything else as `eventTime.jsonPath`. See [Schema Registry '
+            'formats](../formats.md)'
+        ),
+    ),
+    OptionDoc(
+        ('value.format', 'key.format'),
+        'none (bytes)',
+        (
+            "Flink's names: `avro-confluent`, `protobuf-confluent`, `json-schema-confluent`: records "
+            "written by Confluent's serializers (magic byte, schema id, then the record). Needs "
+            "`schema.registry.url` and the optional extra `pip install 'kafkasync[registry]'` on the "
+            'driver and every executor; without it the query fails at start naming the extra'
+        ),
+    ),
+    OptionDoc(
+        ('schema.registry.url', 'schema.registry.*'),
+        'none',
+        (
+            "the Schema Registry's URL (several: comma-separated); every other `schema.registry.*` "
+            "option is passed to confluent-kafka's `SchemaRegistryClient` without the prefix: "
+            '`basic.auth.user.info` (`user:password`), `basic.auth.credentials.source`, '
+            '`ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, `timeout` (s, default '
+            '10), `max.retries`, `retries.wait.ms`, `retries.max.wait.ms`. When the query starts the '
+            'registry must answer or the query fails naming the URL; later a new schema id is retried '
+            "with the client's backoff, then fails naming the id and the URL. Credentials never appear in "
+            'messages, logs, offsets, progress or plans'
+        ),
+    ),
+    OptionDoc(
+        ('value.subject', 'value.subject.name.strategy', 'value.record.name',
+         'key.subject', 'key.subject.name.strategy', 'key.record.name'),
+        'none, `topic-name`, none',
+        (
+            'the subject whose latest version (when the query starts) is the reader schema. By default '
+            "named as Confluent's serializers name it: `topic-name` (`<topic>-value`, one topic "
+            'subscribed), `record-name` (`<record.name>`) or `topic-record-name` (`<topic>-<record.name>`; '
+            '`record.name` is the full name, `namespace.Name`); `value.subject` names it outright. '
+            'Without one (several topics), each record is read with its writer schema as it is'
+        ),
+    ),
+    OptionDoc(
+        ('value.decode', 'key.decode'),
+        '`false`',
+        (
+            'add the decoded value (key) as a struct column `valueDecoded` (`keyDecoded`), of the Spark '
+            'type `from_avro`/`from_protobuf` gives for the reader schema; each record is resolved from '
+            'its writer schema to it (Avro: defaults, aliases, promotions). The raw `value` stays. A '
+            'record that cannot be decoded (not framed, unknown schema id) is null there'
+        ),
+    ),
+    OptionDoc(
         ('driver.buffer.bytes',),
         '`33554432` (32 MiB)',
         (

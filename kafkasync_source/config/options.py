@@ -36,12 +36,22 @@ from kafkasync_source.config.option_values import (
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
     EXTRACTOR,
+    FIELD,
     FORMATS,
     INVALID_POLICIES,
     ORDERS,
     USE_PARTITION_TIME,
     EventTimeOptions,
 )
+from kafkasync_source.formats.options import (
+    FORMAT_NAMES,
+    SUBJECT_NAME_STRATEGIES,
+    FormatOptions,
+    pin_reader_schema,
+    require_extra,
+    subject_of,
+)
+from kafkasync_source.formats.registry import RegistrySettings
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -145,6 +155,15 @@ class SourceOptions:
     event_time: Optional[EventTimeOptions] = None
     """``eventTime.*``: the record's time is read from its value, a header or a function, not
     its Kafka timestamp (event_time/seam.py); None: the Kafka timestamp."""
+    value_format: Optional[FormatOptions] = None
+    """``value.format``: the value's Schema Registry format (kafkasync_source/formats/); None: bytes."""
+    key_format: Optional[FormatOptions] = None
+    """``key.format``, as ``value.format`` for the key."""
+
+    @property
+    def decoded_formats(self) -> tuple[FormatOptions, ...]:
+        """The formats whose decoded value is a column (``value.decode`` / ``key.decode``), key first."""
+        return tuple(f for f in (self.key_format, self.value_format) if f is not None and f.decode)
 
     @property
     def tracks_partition_time(self) -> bool:
@@ -223,7 +242,8 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     commit_group_id = client_config.get("group.id")
     client_config["group.id"] = query_group_id(lowered, commit_group_id, streaming)
     unknown = sorted(
-        key for key in lowered if not key.startswith("kafka.") and key not in _KNOWN_OPTIONS
+        key for key in lowered
+        if not key.startswith(("kafka.", _REGISTRY_PREFIX)) and key not in _KNOWN_OPTIONS
     )
     if unknown:
         raise KafkaSyncOptionError(
@@ -258,8 +278,10 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     max_task_idle_ms = task_idle_ms(lowered.get("max.task.idle.ms", "0"))
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     planning_mode = _planning_mode(lowered)
+    subscription = _subscription(lowered)
+    value_format = _format(lowered, subscription, part="value", needs_reader="eventtime.field" in lowered)
     return SourceOptions(
-        subscription=_subscription(lowered),
+        subscription=subscription,
         client_config=client_config,
         commit_group_id=commit_group_id,
         starting_offsets=starting,
@@ -304,7 +326,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         autostop_key=autostop_key,
         autostop_topic=autostop_topic,
         planning_mode=planning_mode,
-        event_time=_event_time(lowered, planning_mode),
+        event_time=_event_time(lowered, planning_mode, value_format),
+        value_format=value_format,
+        key_format=_format(lowered, subscription, part="key", needs_reader=False),
     )
 
 
@@ -323,7 +347,8 @@ def _planning_mode(lowered: Mapping[str, str]) -> str:
     return one_of(lowered, "planningMode", PLANNING_MODES)
 
 
-def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[EventTimeOptions]:
+def _event_time(lowered: Mapping[str, str], planning_mode: str,
+                value_format: Optional[FormatOptions] = None) -> Optional[EventTimeOptions]:
     """``eventTime.jsonPath`` / ``.header`` / ``.extractor`` (at most one), ``eventTime.format``,
     ``eventTime.onInvalid`` and ``eventTime.order``. The path is compiled and the function imported here, so that a
     bad one fails at ``load()``."""
@@ -360,12 +385,18 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[Even
             "index knows Kafka timestamps only, so batches are planned from fetched records (use "
             "planningMode=auto or fetch)."
         )
+    if source == FIELD and value_format is None:
+        raise KafkaSyncOptionError(
+            "Option 'eventTime.field' names a field of the decoded value: set 'value.format' "
+            "(avro-confluent, protobuf-confluent or json-schema-confluent) and 'schema.registry.url'."
+        )
     options = EventTimeOptions(
         source=source,
-        expression=expression.strip() if source == EXTRACTOR else expression,
+        expression=expression.strip() if source in (EXTRACTOR, FIELD) else expression,
         format=one_of(lowered, "eventTime.format", FORMATS),
         on_invalid=one_of(lowered, "eventTime.onInvalid", INVALID_POLICIES),
         order=one_of(lowered, "eventTime.order", ORDERS),
+        value_format=value_format if source == FIELD else None,
     )
     try:
         options.check()
@@ -374,6 +405,47 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str) -> Optional[Even
     return options
 
 
+
+
+_REGISTRY_PREFIX = "schema.registry."
+_PART_OPTIONS = ("subject", "subject.name.strategy", "record.name", "decode")
+FORMAT_OPTIONS = ("schema.registry.url", "schema.registry.*",
+                  *(f"{part}.{name}" for part in ("key", "value") for name in ("format", *_PART_OPTIONS)))
+"""The Schema Registry formats' options (read through ``_format``), for the options reference's test."""
+
+
+def _format(lowered: Mapping[str, str], subscription: Subscription, *, part: str,
+            needs_reader: bool) -> Optional[FormatOptions]:
+    """``<part>.format`` with ``schema.registry.*`` and ``<part>.subject`` / ``.subject.name.strategy``
+    / ``.record.name`` / ``.decode``. Where the value is decoded or a field of it is the event
+    time, the registry is asked now (it must answer, or the query does not start) and the
+    subject's latest version is pinned as the reader schema (formats/options.py)."""
+    given = [f"{part}.{name}" for name in _PART_OPTIONS if f"{part}.{name}" in lowered]
+    if f"{part}.format" not in lowered:
+        if given:
+            raise KafkaSyncOptionError(f"Option '{given[0]}' needs '{part}.format'.")
+        return None
+    option = f"{part}.format"
+    format_name = one_of(lowered, option, FORMAT_NAMES)
+    url = lowered.get(f"{_REGISTRY_PREFIX}url", "").strip()
+    if not url:
+        raise KafkaSyncOptionError(f"Option '{option}={format_name}' needs 'schema.registry.url'.")
+    settings = tuple(sorted((key[len(_REGISTRY_PREFIX):], value) for key, value in lowered.items()
+                            if key.startswith(_REGISTRY_PREFIX) and key != f"{_REGISTRY_PREFIX}url"))
+    registry_settings = RegistrySettings(url, settings)
+    decode = boolean(lowered, f"{part}.decode", f"{part}.decode", False)
+    strategy = one_of(lowered, f"{part}.subject.name.strategy", SUBJECT_NAME_STRATEGIES)
+    try:
+        require_extra(format_name, option)
+        subject = lowered.get(f"{part}.subject") or subject_of(
+            strategy, part, subscription.topics or tuple(sorted({tp.topic for tp in subscription.assigned})),
+            lowered.get(f"{part}.record.name"))
+        options = FormatOptions(format_name, registry_settings, part, subject, None, decode)
+        if decode or needs_reader:
+            options = pin_reader_schema(options, required=decode)
+    except ValueError as err:
+        raise KafkaSyncOptionError(registry_settings.scrub(str(err))) from None
+    return options
 
 
 def _subscription(lowered: Mapping[str, str]) -> Subscription:

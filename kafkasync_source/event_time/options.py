@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-JSON_PATH, HEADER, EXTRACTOR = "jsonPath", "header", "extractor"
-EVENT_TIME_OPTIONS = {source: f"eventTime.{source}" for source in (JSON_PATH, HEADER, EXTRACTOR)}
-"""Where the time is, by option name: a JSONPath into the value, a header, a function."""
+JSON_PATH, HEADER, EXTRACTOR, FIELD = "jsonPath", "header", "extractor", "field"
+EVENT_TIME_OPTIONS = {source: f"eventTime.{source}" for source in (JSON_PATH, HEADER, EXTRACTOR, FIELD)}
+"""Where the time is, by option name: a JSONPath into the value, a header, a function, a field of
+the value decoded by its ``value.format`` (kafkasync_source/formats/)."""
 
 EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601 = "epochMillis", "epochSeconds", "epochMicros", "iso8601"
 FORMATS = (EPOCH_MILLIS, EPOCH_SECONDS, EPOCH_MICROS, ISO8601)
@@ -38,6 +39,10 @@ class EventTimeOptions:
     format: str = EPOCH_MILLIS
     on_invalid: str = FAIL
     order: str = ANY_ORDER
+    value_format: Any = None
+    """:data:`FIELD` only: the value's format (``kafkasync_source.formats.FormatOptions``), whose
+    ``time_reader(path, format)`` / ``batch_time_reader`` read the field; typed loosely so that
+    the seam imports nothing of the formats (their decoders are an optional extra)."""
 
     @property
     def non_decreasing(self) -> bool:

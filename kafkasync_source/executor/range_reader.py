@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Generator, Iterator, Mapping, Optional, Union
+from typing import Callable, Generator, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -37,10 +37,11 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
+from kafkasync_source.formats import FormatOptions
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
-from kafkasync_source.spark.schema import arrow_schema
+from kafkasync_source.spark.schema import arrow_schema, decoded_column
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class RangeReader:
     """``eventTime.*``: where each record's event time is (None: no ``eventTime`` column)."""
     tracks_partition_time: bool = False
     """Follow each partition's time through a range (see SourceOptions.tracks_partition_time)."""
+    decoded_formats: tuple[FormatOptions, ...] = ()
+    """``key.decode`` / ``value.decode``: the ``keyDecoded`` / ``valueDecoded`` columns, in that order."""
 
     @classmethod
     def from_options(cls, options: SourceOptions, schema: StructType) -> "RangeReader":
@@ -93,6 +96,7 @@ class RangeReader:
             poll_timeout_ms=options.poll_timeout_ms,
             event_time=options.event_time,
             tracks_partition_time=options.tracks_partition_time,
+            decoded_formats=options.decoded_formats,
         )
 
     def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
@@ -161,6 +165,7 @@ class RangeReader:
             partition_time_column=self.include_partition_time,
             event_time=None if self.event_time is None else record_time(self.event_time),
             check_order=self.event_time is not None and self.event_time.non_decreasing,
+            decoders=[f.column_decoder(self.arrow_schema.field(decoded_column(f)).type) for f in self.decoded_formats],
         )
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
@@ -401,6 +406,7 @@ class _Columns:
         partition_time_column: bool = False,
         event_time: Optional[RecordTime] = None,
         check_order: bool = False,
+        decoders: Sequence[Callable[[list], pa.Array]] = (),
     ) -> None:
         """``partition_time``: the partition's time before the range's first record (-1: none),
         from which its running maximum continues; None where it is not followed.
@@ -408,7 +414,9 @@ class _Columns:
         ``event_time``: the ``eventTime.*`` seam; None: no ``eventTime`` column, and the
         partition time follows the Kafka timestamps. ``check_order``: fail on a record whose
         time is below the partition time before it (``eventTime.order=nonDecreasing``: the
-        driver planned from a few records, on the user's word that the rest lie between)."""
+        driver planned from a few records, on the user's word that the rest lie between).
+        ``decoders``: ``records -> array`` for each decoded column (formats/), the last columns."""
+        self._decoders = decoders
         self._topic = topic
         self._check_order = check_order
         self._include_headers = include_headers
@@ -425,6 +433,7 @@ class _Columns:
         self.timestamps: list[tuple[int, int]] = []  # (kind, ms) as confluent-kafka gives them
         self.headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
         self.event_times: list[int] = []  # time codes of the eventTime.* seam
+        self.decoded: list[list[pa.Array]] = [[] for _ in self._decoders]  # per decoded column, per consume()
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -447,6 +456,8 @@ class _Columns:
             # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
             self.event_times.extend(self._event_time.times_of(records, values))
+        for decode, column in zip(self._decoders, self.decoded):
+            column.append(decode(records))
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
@@ -493,6 +504,8 @@ class _Columns:
         if self._partition_time_column:
             assert after is not None, "partitionTime needs the partition time followed"
             arrays.append(_timestamps(after, schema.field("partitionTime").type))
+        for column in self.decoded:
+            arrays.append(pa.concat_arrays(column) if len(column) != 1 else column[0])
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

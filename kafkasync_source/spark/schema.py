@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any, Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -21,10 +23,13 @@ _HEADER = StructType([StructField("key", StringType()), StructField("value", Bin
 
 
 def kafka_schema(
-    include_headers: bool, *, include_partition_time: bool = False, include_event_time: bool = False
+    include_headers: bool, *, include_partition_time: bool = False, include_event_time: bool = False,
+    decoded: Sequence[tuple[str, DataType]] = (),
 ) -> StructType:
     """key, value, topic, partition, offset, timestamp, timestampType [, headers] [, eventTime]
-    [, partitionTime] (the last two are kafkasync's own: ``eventTime.*``, ``includePartitionTime``)."""
+    [, partitionTime] [, keyDecoded] [, valueDecoded] (the last four are kafkasync's own:
+    ``eventTime.*``, ``includePartitionTime``, ``key.decode``, ``value.decode``). ``decoded``:
+    each decoded column's name and Spark type (nullable: a record that cannot be decoded is null)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -40,7 +45,13 @@ def kafka_schema(
         fields.append(StructField("eventTime", TimestampType()))
     if include_partition_time:
         fields.append(StructField("partitionTime", TimestampType()))
+    fields.extend(StructField(name, data_type, True) for name, data_type in decoded)
     return StructType(fields)
+
+
+def decoded_column(format_options: Any) -> str:
+    """``valueDecoded`` or ``keyDecoded``: the column of a decoded ``value.format`` / ``key.format``."""
+    return f"{format_options.part}Decoded"
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

@@ -16,7 +16,7 @@ from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.executor_import import RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
-from kafkasync_source.spark.schema import kafka_schema
+from kafkasync_source.spark.schema import decoded_column, kafka_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
@@ -140,7 +140,8 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         # the mode (endingOffsets, max.task.idle.ms, autostop.*) run in reader()/streamReader().
         options = self._parse(streaming=None)
         return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
-                            include_event_time=options.event_time is not None)
+                            include_event_time=options.event_time is not None,
+                            decoded=[(decoded_column(f), f.spark_type()) for f in options.decoded_formats])
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True), schema)
