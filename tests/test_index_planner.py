@@ -43,6 +43,10 @@ def tp(partition: int) -> TopicPartition:
 
 
 RECORD, MARKER, ABORTED, COMPACTED = "record", "marker", "aborted", "compacted"
+HEARTBEAT = "heartbeat"
+"""A record a consumer reads whose event time is SKIPPED (``eventTime.onInvalid=skip``): the
+fetcher does not buffer it and the record probe reads past it (``RecordProbe._read``); the
+executors read it (a row with a null ``eventTime``). Its timestamp in the model is SKIPPED."""
 
 
 @dataclass
@@ -62,7 +66,7 @@ class ModelLog:
     """Readable end (high watermark, or LSO), counted from the log start; None: every entry."""
     log_start: int = 0
     kinds: Optional[list[str]] = None
-    """Per entry RECORD, MARKER, ABORTED or COMPACTED; None: all records."""
+    """Per entry RECORD, MARKER, ABORTED, COMPACTED or HEARTBEAT; None: all records."""
 
     @property
     def end(self) -> int:
@@ -70,8 +74,15 @@ class ModelLog:
 
     def consumed(self, offset: int, read_committed: bool) -> bool:
         """Whether a consumer reads the entry at ``offset``."""
-        kind = RECORD if self.kinds is None else self.kinds[offset - self.log_start]
-        return kind == RECORD or (kind == ABORTED and not read_committed)
+        kind = self.kind(offset)
+        return kind in (RECORD, HEARTBEAT) or (kind == ABORTED and not read_committed)
+
+    def kind(self, offset: int) -> str:
+        return RECORD if self.kinds is None else self.kinds[offset - self.log_start]
+
+    def timed(self, offset: int, read_committed: bool) -> bool:
+        """Whether a consumer reads the entry and it takes part in synchronization."""
+        return self.consumed(offset, read_committed) and self.kind(offset) != HEARTBEAT
 
 
 @dataclass
@@ -83,12 +94,13 @@ class ModelBroker:
 
     def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """What a consumer reads first from each offset: the next consumed entry below the
-        readable end, None past the range's end."""
+        readable end that has a time (the probe reads past heartbeats), None past the range's
+        end."""
         answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
         for partition, (offset, until) in ranges.items():
             log = self.logs[partition]
             found = next((o for o in range(max(offset, log.log_start), log.end)
-                          if log.consumed(o, self.read_committed)), None)
+                          if log.timed(o, self.read_committed)), None)
             answers[partition] = (None if found is None or found >= until
                                   else (found, log.timestamps[found - log.log_start]))
         return answers
@@ -126,10 +138,11 @@ def indexed(broker: ModelBroker, starts: Mapping[TopicPartition, int],
 def fetched(broker: ModelBroker, starts: Mapping[TopicPartition, int],
             partition_times: Mapping[TopicPartition, int],
             stops: Mapping[TopicPartition, Optional[int]]) -> dict[TopicPartition, PartitionState]:
-    """The fetch path's view with every record up to the readable end buffered."""
+    """The fetch path's view with every record up to the readable end buffered (but
+    heartbeats: the fetcher buffers no record whose time is SKIPPED)."""
     states = {}
     for p, log in broker.logs.items():
-        offsets = [o for o in range(starts[p], log.end) if log.consumed(o, broker.read_committed)]
+        offsets = [o for o in range(starts[p], log.end) if log.timed(o, broker.read_committed)]
         states[p] = PartitionState(
             start=starts[p],
             offsets=np.array(offsets, dtype=np.int64),
@@ -394,14 +407,18 @@ def test_a_marker_holding_the_largest_timestamp_is_looked_past():
     assert cut.partitions[tp(0)].partition_time == 21
 
 
-def test_the_cut_is_the_first_record_above_stream_time_and_takes_two_rounds():
+def test_the_cut_is_the_first_record_above_stream_time_and_its_partition_time_the_largest_taken():
     broker = ModelBroker({tp(0): ModelLog([10, 20, 30, 40]), tp(1): ModelLog([15, 25])})
     states = indexed(broker, {tp(0): 0, tp(1): 0}, {tp(0): -1, tp(1): -1}, {})
     cut = plan_from_index(states, broker.first_offsets, broker.first_records, now_ms=0, max_task_idle_ms=0, idle_since={})
     assert cut.end_offsets == {tp(0): 2, tp(1): 2}
     assert cut.stream_time == 25
-    assert [d.partition_time for d in cut.partitions.values()] == [25, 25]
-    assert broker.asked == [{tp(0): 26}]  # one by-time round: only the partition to cut
+    # Partition 0 gives 10 and 20: its partition time is 20 (KIP-472: the largest timestamp
+    # processed), as reading every record says, not the level 25 it was cut at.
+    assert [d.partition_time for d in cut.partitions.values()] == [20, 25]
+    # By time: the cut (only the partition to cut), then one look-up above the record read
+    # just before the cut, to confirm it is the largest the batch takes there.
+    assert broker.asked == [{tp(0): 26}, {tp(0): 21}]
 
 
 def test_out_of_order_partition_is_cut_at_its_first_record_above_stream_time():

@@ -292,7 +292,40 @@ class _Index:
             high[tp] = largest + 1
             if record is not None:
                 low[tp] = (record[1], record[0])
-        back = {tp: (entries[tp][1], 1) for tp in high if tp not in low}  # (offset, step)
+        found = self._largest_readable(low, high, {tp: entries[tp][1] for tp in high if tp not in low}, untils)
+        unreadable = {tp: f"no record a consumer reads lies in offsets [{self._windows[tp].start}, {untils[tp]})"
+                      for tp, largest in found.items() if largest is None}
+        if unreadable:
+            raise IndexCannotAnswer(unreadable)
+        maxima.update({tp: largest for tp, largest in found.items() if largest is not None})
+        return maxima
+
+    def largest_taken(self, ends: Mapping[TopicPartition, int],
+                      ceilings: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        """Per partition cut inside its window, the largest timestamp of the records a consumer
+        reads in ``[start, ends[tp])`` — what the fetch path's partition time and stream time
+        take from the records a batch holds (KIP-472: the largest timestamp processed) — or
+        None where it reads none there. No readable record there is at or above
+        ``ceilings[tp]`` (the level the partition was cut at, plus one).
+
+        The cut's level itself would do for the next record (it is above the level) but not for
+        the batch: its records can all lie below the level, and the next batch's
+        ``partitionTime`` column, ``onInvalid=partitionTime`` times and ``maxEventTimePerTrigger``
+        base would then differ from the fetch path's. :meth:`readable_maxima`'s search from the
+        end: the last readable record before it (in a partition written in time order the
+        largest, one read), then one look-up above it to confirm it."""
+        found = self._largest_readable({}, ceilings, ends, ends)
+        return {tp: None if record is None else record[0] for tp, record in found.items()}
+
+    def _largest_readable(self, low: Mapping[TopicPartition, tuple[int, int]], high: Mapping[TopicPartition, int],
+                          back_from: Mapping[TopicPartition, int], untils: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """Per partition of ``high``, the largest timestamp of a record a consumer reads in
+        ``[start, untils[tp])`` and its offset, None where it reads none. No readable record
+        there is at or above ``high[tp]``; ``low[tp]``, where given, is one that is read
+        there, ``(timestamp, offset)``; else the search reads back from ``back_from[tp]``."""
+        low, high = dict(low), dict(high)
+        back = {tp: (offset, 1) for tp, offset in back_from.items()}  # (offset, step)
         while back:
             asking = {tp: max(self._windows[tp].start, offset - step) for tp, (offset, step) in back.items()}
             found = self._first_records({tp: (at, untils[tp]) for tp, at in asking.items()})
@@ -303,14 +336,10 @@ class _Index:
                     low[tp] = (record[1], record[0])
                 elif at > self._windows[tp].start:
                     back[tp] = (offset, 4 * step)
-        unreadable = {tp: f"no record a consumer reads lies in offsets [{self._windows[tp].start}, {untils[tp]})"
-                      for tp in high if tp not in low}
-        if unreadable:
-            raise IndexCannotAnswer(unreadable)
         confirmed: set[TopicPartition] = set()
         while True:
             probes = {tp: low[tp][0] + 1 if tp not in confirmed else (low[tp][0] + high[tp]) // 2
-                      for tp in high if high[tp] - low[tp][0] > 1}
+                      for tp in high if tp in low and high[tp] - low[tp][0] > 1}
             if not probes:
                 break
             confirmed.update(probes)
@@ -329,8 +358,7 @@ class _Index:
                                      f"{record[0]}, is older (searching the largest readable timestamp)")
             if undecided:
                 raise IndexCannotAnswer(undecided)
-        maxima.update({tp: low[tp] for tp in high})
-        return maxima
+        return {tp: low.get(tp) for tp in high}
 
     def gallop_above(self, floors: Mapping[TopicPartition, int],
                      ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -590,16 +618,19 @@ def plan_from_index(
         if bound is not None and cut:
             ends.update(index.ends_at({tp: bound + 1 for tp in cut}, "the stream time"))
             checks = {tp: (ends[tp], bound + 1) for tp in cut}
-        # A partition whose end moved below its window's is a cut one: below the bound.
-        times = {tp: maxima[tp] if ends[tp] == windows[tp].end or bound is None else bound for tp in ready}
+        # A partition whose end moved below its window's is a cut one: no record it gives is
+        # above the level it was cut at (the bound, or a rate limit's).
+        levels = {tp: bound for tp in ready if bound is not None}
         if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
             top = bound if bound is not None else max(maxima[tp] for tp in ready)
-            limited, levels, checks = _rate_limited(ends, windows, top, limits, index)
-            times = {tp: maxima[tp] if limited[tp] == windows[tp].end else levels[tp] for tp in ready}
-            ends = limited
+            ends, levels, checks = _rate_limited(ends, windows, top, limits, index)
         # Each largest timestamp bounds stream time, or is a partition time where the
         # partition is read to its end: it must be a readable record's.
         index.check(checks, {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()})
+        times = {tp: maxima[tp] for tp in ready if ends[tp] == windows[tp].end}
+        inside = [tp for tp in ready if windows[tp].start < ends[tp] < windows[tp].end]
+        taken = index.largest_taken({tp: ends[tp] for tp in inside}, {tp: levels[tp] + 1 for tp in inside})
+        times.update({tp: largest for tp, largest in taken.items() if largest is not None})
         ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
     # A window of records without a time is moved over by a batch, and makes none of its own
     # (planner.plan_batch: a batch needs records), unless nothing waits (NEVER_WAIT).
@@ -641,25 +672,11 @@ def _times_reached(
     index cannot tell it, the fetch path plans the batch."""
     taking = {tp: end for tp, end in ends.items() if end > windows[tp].start}
     entries = _window_maxima(states, {tp: windows[tp] for tp in taking}, index)
-    maxima = {tp: largest for tp, (largest, _) in entries.items()}
-    partial = {tp: end for tp, end in taking.items() if end < windows[tp].end}
-    checked = {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()
-               if tp not in partial}
-    times = dict(maxima)
-    if partial:
-        floors = {tp: states[tp].partition_time + 1 for tp in partial}
-        found = index.ends_at(floors, "the partition time")
-        searching = {}
-        for tp, end in partial.items():
-            if found[tp] >= end:  # nothing newer than the partition time in the range
-                times[tp] = states[tp].partition_time
-            else:
-                searching[tp] = end
-        if searching:
-            located = index.readable_maxima(index.entries_at(index.largest_before(
-                searching, {tp: floors[tp] for tp in searching}, {tp: maxima[tp] + 1 for tp in searching}
-            )), searching)
-            times.update({tp: largest for tp, (largest, _) in located.items()})
-            checked.update({tp: (offset, largest, searching[tp]) for tp, (largest, offset) in located.items()})
-    index.check({}, checked)
+    # A window of records without a time (heartbeats) or of markers only has no largest time.
+    partial = {tp: end for tp, end in taking.items() if tp in entries and end < windows[tp].end}
+    index.check({}, {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()
+                     if tp not in partial})
+    times = {tp: largest for tp, (largest, _) in entries.items() if tp not in partial}
+    taken = index.largest_taken(partial, {tp: entries[tp][0] + 1 for tp in partial})
+    times.update({tp: largest for tp, largest in taken.items() if largest is not None})
     return times
