@@ -38,10 +38,10 @@ cost of the last :data:`WINDOW_MINUTES` is at most :data:`COST_GROWTH` x that of
 
 **What grows.** With ``--tracemalloc PATH`` the query reads through ``format("kafkasync-
 tracemalloc")`` (:class:`TracemallocKafkaSync`): kafkasync itself, whose ``latestOffset`` in
-the runner starts ``tracemalloc``, takes a baseline snapshot after :data:`TRACEMALLOC_BASELINE`
-triggers and every ``--tracemalloc-every`` triggers appends to ``PATH`` the allocations grown
-since, by source line and by call stack (a JSON line each). It slows the runner and its own
-traces take memory: its RSS series is not the target's.
+the runner starts ``tracemalloc``, takes a baseline snapshot after ``--tracemalloc-every``
+triggers (the first ones are warm-up: consumers, imports) and every as many more appends to
+``PATH`` the allocations grown since, by source line and by call stack (a JSON line each). It
+slows the runner and its own traces take memory: its RSS series is not the target's.
 
 ``make bench-soak`` (not in CI: an hour) runs the default variant for 60 minutes at 10,000
 records/s; ``python -m benchmarks.soak --minutes 3`` checks the harness.
@@ -78,9 +78,6 @@ VALUE_BYTES = 200
 VARIANTS = {"default": {}, "json": {"eventTime.jsonPath": "$.ts"},
             "json-ordered": {"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}}
 TRACEMALLOC_ENV, TRACEMALLOC_EVERY_ENV = "KAFKASYNC_TRACEMALLOC", "KAFKASYNC_TRACEMALLOC_EVERY"
-TRACEMALLOC_BASELINE = 200
-"""Triggers before the baseline snapshot: the consumers, caches and imports of the first
-batches are warm-up, not growth."""
 TRACEMALLOC_FRAMES = 8
 MIB = 1024 * 1024
 
@@ -106,13 +103,13 @@ class _TracemallocStream(KafkaSyncStreamReader):
         if cls._triggers == 1:
             tracemalloc.start(TRACEMALLOC_FRAMES)
             return
-        if cls._triggers < TRACEMALLOC_BASELINE or (cls._triggers - TRACEMALLOC_BASELINE) % every:
+        if cls._triggers % every:  # the baseline at the first multiple: the first batches are warm-up
             return
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
         if cls._baseline is None:
             cls._baseline = snapshot
             return
-        since = cls._triggers - TRACEMALLOC_BASELINE
+        since = cls._triggers - every
 
         def top(key: str, count: int) -> list[dict[str, Any]]:
             assert cls._baseline is not None
