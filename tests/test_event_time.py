@@ -6,7 +6,10 @@ the fetcher and the range reader."""
 from __future__ import annotations
 
 import json
+import logging
 import struct
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from property_budget import examples
 
+from kafkasync_dev.testing import extractors
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.event_time import (
     KAFKA_TIMESTAMP,
@@ -23,10 +27,16 @@ from kafkasync_source.event_time import (
     SKIPPED,
     EventTimeOptions,
     KafkaSyncEventTimeError,
+    KafkaSyncExtractionError,
+    canonical_time_source,
     parse_json_path,
     record_time,
+    stalled_extractions,
     time_source,
+    watch,
 )
+from kafkasync_source.event_time.json_path import canonical_json_path
+from kafkasync_source.event_time.seam import _ExtractedTime
 from kafkasync_source.executor.range_reader import _Columns
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
@@ -42,8 +52,8 @@ def time_of(options: EventTimeOptions, message) -> int:
     return record_time(options).time_of(message)
 
 
-def json_path(path, time_format="epochMillis", on_invalid="fail"):
-    return EventTimeOptions("jsonPath", path, time_format, on_invalid)
+def json_path(path, time_format="epochMillis", on_invalid="fail", order="any"):
+    return EventTimeOptions("jsonPath", path, time_format, on_invalid, order)
 
 
 def header(name, time_format="epochMillis", on_invalid="fail"):
@@ -142,6 +152,64 @@ def test_a_bad_path_is_refused_naming_the_option(path, why):
         parse_json_path(path)
 
 
+@pytest.mark.parametrize("path, steps", [
+    # Spark's JsonPathParser (a scala RegexParsers) skips whitespace before a name, before
+    # `['` and an index's digits, and at the end; a dot name keeps its own trailing whitespace.
+    ("$. ts", ["ts"]),
+    ("$['source'] [' ts_ms']", ["source", "ts_ms"]),
+    ("$.r[ 2]", ["r", 2]),
+    ("$[0]\n", [0]),
+    ("$.ts ", ["ts "]),
+    ("$.a [0]", ["a ", 0]),
+])
+def test_a_path_reads_whitespace_as_get_json_object_does(path, steps):
+    assert [step for step, _ in parse_json_path(path)] == steps
+
+
+@pytest.mark.parametrize("path", ["$ .ts", "$[0 ]", "$. ", "$[' ']", " $.ts"])
+def test_whitespace_get_json_object_refuses_is_refused(path):
+    with pytest.raises(ValueError, match="Option 'eventTime.jsonPath'"):
+        parse_json_path(path)
+
+
+java_spaces = st.sampled_from(["", " ", "\t", "\n "])  # what Java's \s, and so Spark's grammar, skips
+step_names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=6).filter(
+    lambda name: name[0] not in " \t\n\x0b\f\r" and name != "*" and not ("'" in name and set(".[") & set(name)))
+path_steps = st.lists(st.one_of(step_names, st.integers(0, 99)), max_size=4)
+
+
+def spelled(data, steps) -> str:
+    """One of the spellings Spark's grammar reads as ``steps``: a name as ``.name`` where it
+    can be, or ``['name']``, with whitespace where the grammar skips it (not before ``['``
+    right after a dot name, whose trailing whitespace is its own)."""
+    text, after_name = "$", False
+    for step in steps:
+        if isinstance(step, int):
+            text, after_name = text + f"[{data.draw(java_spaces)}{step}]", False
+        elif "." not in step and "[" not in step and ("'" in step or data.draw(st.booleans())):
+            text, after_name = text + f".{data.draw(java_spaces)}{step}", True
+        else:
+            text += f"{'' if after_name else data.draw(java_spaces)}['{data.draw(java_spaces)}{step}']"
+            after_name = False
+    return text if after_name else text + data.draw(java_spaces)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(path_steps, path_steps, st.data())
+def test_one_path_one_canonical_spelling_and_time_source(steps, other_steps, data):
+    """timeSource records the canonical spelling: two spellings of the same steps, and only
+    those, record the same time source, and the canonical spelling reads back as the steps."""
+    text, same, other = spelled(data, steps), spelled(data, steps), spelled(data, other_steps)
+    assert [step for step, _ in parse_json_path(text)] == steps
+    canonical = canonical_json_path(text)
+    assert [step for step, _ in parse_json_path(canonical)] == steps
+    assert canonical_json_path(same) == canonical
+    assert time_source(json_path(text)) == time_source(json_path(same))
+    assert (time_source(json_path(text)) == time_source(json_path(other))) == (steps == other_steps)
+    assert canonical_time_source(f"eventTime.jsonPath={text!r} as epochMillis") == time_source(json_path(text)), \
+        "a checkpoint that recorded the raw spelling continues on the same time source"
+
+
 # --- Headers ---------------------------------------------------------------------------------
 
 def test_a_header_holds_text_or_kip_472s_8_byte_big_endian_long():
@@ -215,7 +283,8 @@ def columns_of(options: EventTimeOptions, values, *, partition_time=-1, partitio
     rows = columns.to_batch(schema).to_pylist()
 
     def millis(moment):
-        return None if moment is None else (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return None if moment is None else (moment - epoch) // timedelta(milliseconds=1)
 
     return ([millis(row["eventTime"]) for row in rows],
             [millis(row["partitionTime"]) for row in rows] if partition_time_column else None,
@@ -246,6 +315,82 @@ def test_partition_time_policy_fails_while_the_partition_has_no_time_as_kafka_st
 def test_a_failing_record_fails_the_executor_naming_it():
     with pytest.raises(KafkaSyncEventTimeError, match="orders-1 offset 1 .*no \\$.ts"):
         columns_of(json_path("$.ts"), [b'{"ts": 1}', b"{}"])
+
+
+Y2020 = 1_577_836_800_000  # 2020-01-01T00:00:00Z
+NOW = T + 10**9  # when a CDC connector re-wrote the backfill: its Kafka timestamps
+
+
+def test_under_the_promise_a_write_time_standing_in_takes_no_part_in_it():
+    """A CDC backfill of 2020 with one malformed record, stamped now, under
+    onInvalid=recordTimestamp and order=nonDecreasing: the stand-in shows in the eventTime
+    column, and the next valid record (2020) is not below it, as far as the promise goes."""
+    options = json_path("$.ts", on_invalid="recordTimestamp", order="nonDecreasing")
+    messages = [record(value, offset=offset, timestamp=(1, NOW)) for offset, value in
+                enumerate([b'{"ts": %d}' % (Y2020 + 1), b'{"ts": "2020-13-01"}', b'{"ts": %d}' % (Y2020 + 2)])]
+    assert record_time(options).times_of(messages) == [Y2020 + 1, SKIPPED, Y2020 + 2], \
+        "no part in planning: the driver neither buffers it nor takes it for a probe's answer"
+    columns = _Columns("orders", False, partition_time=-1, partition_time_column=True,
+                       event_time=record_time(options), check_order=True)
+    columns.extend(messages)
+    rows = columns.to_batch(arrow_schema(kafka_schema(False, include_partition_time=True,
+                                                      include_event_time=True))).to_pylist()
+    millis = [[None if row[column] is None else int(row[column].timestamp() * 1000) for row in rows]
+              for column in ("eventTime", "partitionTime")]
+    assert millis == [[Y2020 + 1, NOW, Y2020 + 2], [Y2020 + 1, Y2020 + 1, Y2020 + 2]]
+    # Without the promise the write time is the record's time, as in Kafka Streams.
+    assert record_time(json_path("$.ts", on_invalid="recordTimestamp")).times_of(messages) == \
+        [Y2020 + 1, NOW, Y2020 + 2]
+
+
+@pytest.mark.parametrize("error", [MemoryError, RecursionError])
+@pytest.mark.parametrize("on_invalid", ["skip", "partitionTime", "recordTimestamp"])
+def test_running_out_of_memory_or_stack_fails_whatever_on_invalid_says(error, on_invalid):
+    """Not an invalid time, which skip would drop: whether it happens depends on the process."""
+    def read(message):
+        raise error("the process's, not the record's")
+
+    seam = _ExtractedTime(json_path("$.ts", on_invalid=on_invalid), read)
+    for take in (lambda: seam.time_of(record(b"{}")), lambda: seam.times_of([record(b"{}")])):
+        with pytest.raises(KafkaSyncExtractionError, match=f"orders-1 offset 7 .*raised {error.__name__}"):
+            take()
+
+
+def test_a_value_nested_beyond_the_decoders_stack_fails_naming_the_record():
+    deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b', "ts": 5}'
+    seam = record_time(json_path("$.ts", on_invalid="skip"))
+    with pytest.raises(KafkaSyncExtractionError, match="orders-1 offset 7 .*RecursionError"):
+        seam.time_of(record(deep))
+    with pytest.raises(KafkaSyncExtractionError, match="orders-1 offset 7 .*RecursionError"):
+        seam.times_of([record(b'{"ts": 1}', offset=6), record(deep)])
+
+
+def test_an_extractor_that_does_not_return_is_named_while_it_runs(monkeypatch, caplog):
+    """Python cannot interrupt it; the logs and the driver's live report name its record."""
+    seam = record_time(extractor("waits_for_release"))
+    extractors.RELEASE.clear()
+    taking = threading.Thread(target=seam.time_of, args=(record(b"{}", offset=41, timestamp=(1, T)),))
+    taking.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not stalled_extractions(0.05) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stalled_extractions(0.05) == [
+            "eventTime.extractor 'kafkasync_dev.testing.extractors:waits_for_release' has been taking the "
+            "time of orders-1 offset 41 for 0 s"]
+        assert stalled_extractions() == [], f"not before {watch.STALL_S} s"
+        monkeypatch.setattr(watch, "STALL_S", 0.05)
+        with caplog.at_level(logging.WARNING, logger=watch.__name__):
+            logged = watch._log_new_stalls(set())
+            assert watch._log_new_stalls(logged) == logged, "each stalled call is logged once"
+        assert [r.getMessage() for r in caplog.records] == [
+            "kafkasync: eventTime.extractor 'kafkasync_dev.testing.extractors:waits_for_release' has been "
+            "taking the time of orders-1 offset 41 for 0 s and has not returned: the query waits for it "
+            "(it cannot be interrupted)."]
+    finally:
+        extractors.RELEASE.set()
+        taking.join()
+    assert stalled_extractions(0) == [], "a call that returned is no longer listed"
 
 
 # --- Options ---------------------------------------------------------------------------------
@@ -332,9 +477,9 @@ payloads = st.one_of(
 header_lists = st.one_of(st.none(), st.lists(st.tuples(st.sampled_from(["ts", "other"]),
                                                        st.one_of(st.none(), st.binary(max_size=12),
                                                                  numeric_text.map(str.encode))), max_size=3))
-def _seam(source: str, time_format: str, on_invalid: str, path: str) -> EventTimeOptions:
+def _seam(source: str, time_format: str, on_invalid: str, path: str, order: str) -> EventTimeOptions:
     """The options of a header named ts, or of a JSONPath to a ts field at the top or nested."""
-    return EventTimeOptions(source, "ts" if source == "header" else path, time_format, on_invalid)
+    return EventTimeOptions(source, "ts" if source == "header" else path, time_format, on_invalid, order)
 
 
 seams = st.builds(
@@ -342,7 +487,8 @@ seams = st.builds(
     st.sampled_from(["jsonPath", "header"]),
     st.sampled_from(["epochMillis", "epochSeconds", "epochMicros", "iso8601"]),
     st.sampled_from(["fail", "skip", "partitionTime", "recordTimestamp"]),
-    st.sampled_from(["$.ts", "$.nested.ts"]),
+    st.sampled_from(["$.ts", "$.nested.ts", "$['nested']. ts", "$. ts"]),
+    st.sampled_from(["any", "nonDecreasing"]),
 )
 
 
@@ -356,7 +502,8 @@ def test_time_of_ends_in_a_time_or_an_invalid_time_whatever_the_record_holds(opt
         assert options.on_invalid == "fail", f"only 'fail' raises, {options.on_invalid!r} raised {failure}"
         assert "orders-1 offset 7" in str(failure)
         return
-    allowed_codes = {"skip": {SKIPPED}, "partitionTime": {PARTITION_TIME}, "recordTimestamp": {NO_TIME},
+    allowed_codes = {"skip": {SKIPPED}, "partitionTime": {PARTITION_TIME},
+                     "recordTimestamp": {SKIPPED} if options.non_decreasing else {NO_TIME},
                      "fail": set()}[options.on_invalid]
     assert time >= 0 or time in allowed_codes
     assert time <= (2**63 - 1) // 1000, "within Spark's timestamp range"

@@ -6,6 +6,7 @@ find them wherever kafkasync is installed."""
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timezone
 from typing import Optional, Sequence
 
@@ -53,3 +54,15 @@ def json_ts(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequ
     (benchmarks/event_time.py measures what latestOffset waits for while it runs)."""
     ts = json.loads(value or b"{}").get("ts")
     return ts if isinstance(ts, int) else None
+
+
+RELEASE = threading.Event()
+"""Set to let :func:`waits_for_release` return."""
+
+
+def waits_for_release(key: Optional[bytes], value: Optional[bytes], headers: Optional[Sequence[tuple]],
+                      timestamp_ms: Optional[int]) -> Optional[int]:
+    """Blocks until :data:`RELEASE` is set (at most 60 s), then returns the Kafka timestamp: a
+    function that hangs, to show the stuck record is named (event_time/watch.py)."""
+    RELEASE.wait(60)
+    return timestamp_ms

@@ -30,7 +30,7 @@ from kafkasync_source.driver.group_commit import GroupCommitter
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.driver.probe_index import ProbeIndexPath
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
-from kafkasync_source.event_time import record_time, time_source
+from kafkasync_source.event_time import record_time, stalled_extractions, time_source
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.metrics.listener import emit_event_time_lag_ms, live_report
 from kafkasync_source.planning.index_planner import IndexCannotAnswer, plan_from_index
@@ -143,6 +143,9 @@ class SyncDriver:
             report["delayedBy"] = self.delayed
         if self._options.event_time is not None:
             report["eventTime"] = self._options.event_time.describe()
+            stalled = stalled_extractions()  # an extractor that does not return (event_time/watch.py)
+            if stalled:
+                report["eventTimeStalled"] = stalled
         report["driverRecordsRead"] = self.records_read
         return report
 

@@ -1,11 +1,14 @@
 """A record's event time: the one seam every reader of time shares (driver and executors).
 
-* :mod:`~kafkasync_source.event_time.seam`: ``record -> time code``, the codes, the invalid policies;
+* :mod:`~kafkasync_source.event_time.seam`: ``record -> time code``, the invalid policies;
+* :mod:`~kafkasync_source.event_time.codes`: the time codes (:class:`TimeCode`);
+* :mod:`~kafkasync_source.event_time.watch`: extraction calls that do not return, named;
 * :mod:`~kafkasync_source.event_time.options`: the ``eventTime.*`` options the seam is built from;
 * :mod:`~kafkasync_source.event_time.json_path`, :mod:`~kafkasync_source.event_time.formats`,
   :mod:`~kafkasync_source.event_time.extractor`: where a time is read and how it is converted.
 """
 
+from kafkasync_source.event_time.codes import TimeCode
 from kafkasync_source.event_time.formats import MAX_TIME_MS
 from kafkasync_source.event_time.json_path import parse_json_path
 from kafkasync_source.event_time.options import (
@@ -15,6 +18,7 @@ from kafkasync_source.event_time.options import (
     USE_PARTITION_TIME,
     EventTimeOptions,
     KafkaSyncEventTimeError,
+    KafkaSyncExtractionError,
     broken_order,
 )
 from kafkasync_source.event_time.seam import (
@@ -24,9 +28,11 @@ from kafkasync_source.event_time.seam import (
     PARTITION_TIME,
     SKIPPED,
     RecordTime,
+    canonical_time_source,
     record_time,
     time_source,
 )
+from kafkasync_source.event_time.watch import stalled_extractions
 
 __all__ = [
     "EVENT_TIME_OPTIONS",
@@ -41,9 +47,13 @@ __all__ = [
     "USE_PARTITION_TIME",
     "EventTimeOptions",
     "KafkaSyncEventTimeError",
+    "KafkaSyncExtractionError",
     "RecordTime",
+    "TimeCode",
     "broken_order",
+    "canonical_time_source",
     "parse_json_path",
     "record_time",
+    "stalled_extractions",
     "time_source",
 ]

@@ -9,17 +9,24 @@ from typing import Any, Callable
 
 from kafkasync_source.event_time.formats import InvalidTime, checked, datetime_ms, whole_ms
 from kafkasync_source.event_time.options import KafkaSyncEventTimeError, record_name
+from kafkasync_source.event_time.watch import watched
 
 
 def function_reader(spec: str) -> Callable[[Any], int]:
     """``package.module:function(key, value, headers, timestamp_ms) -> int | datetime | None``:
-    epoch milliseconds or a datetime (naive: UTC); None or negative: invalid."""
+    epoch milliseconds or a datetime (naive: UTC); None or negative: invalid. Each call is
+    watched (watch.py): one that does not return is named in the logs and the live report."""
     function = _import_function(spec)
 
-    def read(record: Any) -> int:
+    def call(record: Any) -> Any:
         kind, timestamp = record.timestamp()
+        return function(record.key(), record.value(), record.headers(), timestamp if kind else None)
+
+    call_watched = watched(call, f"eventTime.extractor {spec!r}")
+
+    def read(record: Any) -> int:
         try:
-            result = function(record.key(), record.value(), record.headers(), timestamp if kind else None)
+            result = call_watched(record)
         except Exception as err:
             raise KafkaSyncEventTimeError(
                 f"kafkasync: eventTime.extractor {spec!r} raised {type(err).__name__} on "

@@ -21,7 +21,19 @@ from kafkasync_source.event_time.options import EPOCH_MILLIS
 # Spark's get_json_object grammar (JsonPathParser, jsonExpressions.scala in apache/spark):
 # `$`, then `.name` (name: no `.` or `[`), `['name']` (no `'`), `[123]`; wildcards `[*]`, `.*`,
 # `['*']` select several values, which cannot be one time, so they are refused.
-_PATH_STEP = re.compile(r"\.([^.\[]+)|\['([^']+)'\]|\[(\d+)\]|(\[\*\]|\.\*)")
+# JsonPathParser is a scala RegexParsers, which skips whitespace before each string literal
+# and regex, not before a single character: so before a name (after `.` or `['`), before
+# `['`, `.*` and an index's digits, and at the end (RegexParsers.phrase); a name's own trailing
+# whitespace is the name's (its regex takes it). Whitespace anywhere else is refused, as there.
+_WS = r"[ \t\n\x0b\f\r]"  # Java's \s, which RegexParsers skips (Python's \s holds more)
+_PATH_STEP = re.compile(
+    rf"\.{_WS}*([^.\[ \t\n\x0b\f\r][^.\[]*)"   # .name
+    rf"|{_WS}*\['{_WS}*([^' \t\n\x0b\f\r][^']*)'\]"  # ['name']
+    rf"|\[{_WS}*(\d+)\]"                          # [123]
+    r"|(\[\*\])"                                  # [*] (`.*` and `['*']` are the names `*` above)
+)
+_TRAILING_SPACE = re.compile(f"{_WS}+")
+_DOT_NAME = re.compile(r"[^.\[ \t\n\x0b\f\r][^.\[]*")
 
 
 def parse_json_path(path: str) -> list[tuple[Union[str, int], str]]:
@@ -33,6 +45,8 @@ def parse_json_path(path: str) -> list[tuple[Union[str, int], str]]:
     steps: list[tuple[Union[str, int], str]] = []
     position = 1
     while position < len(path):
+        if _TRAILING_SPACE.fullmatch(path, position):
+            break  # after `$` or a bracket (a name takes its own): RegexParsers.phrase skips it
         match = _PATH_STEP.match(path, position)
         if match is None:
             raise ValueError(
@@ -46,6 +60,20 @@ def parse_json_path(path: str) -> list[tuple[Union[str, int], str]]:
         steps.append((int(index) if index is not None else name if name is not None else quoted,
                       path[:position]))
     return steps
+
+
+def canonical_json_path(path: str) -> str:
+    """The one spelling of a path's steps: ``.name`` where the name can be written so (no
+    ``.`` or ``[``), else ``['name']``; ``[index]``; no insignificant whitespace. Two paths
+    with the same steps read the same field, and have the same canonical spelling (the time
+    source a checkpoint records). Raises ValueError as :func:`parse_json_path`."""
+    spelled = ["$"]
+    for step, _ in parse_json_path(path):
+        if isinstance(step, int):
+            spelled.append(f"[{step}]")
+        else:
+            spelled.append(f".{step}" if _DOT_NAME.fullmatch(step) else f"['{step}']")
+    return "".join(spelled)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,12 @@ class KafkaSyncEventTimeError(ValueError):
     ``eventTime.extractor`` function raised. The message names topic, partition and offset."""
 
 
+class KafkaSyncExtractionError(RuntimeError):
+    """Taking a record's time failed for a reason that is not the record's (the process ran out
+    of memory or stack): no ``eventTime.onInvalid`` policy applies, the query stops. Not a
+    ValueError, so that no reader takes it for an invalid time. The message names the record."""
+
+
 
 @dataclass(frozen=True)
 class EventTimeOptions:
@@ -56,12 +62,6 @@ class EventTimeOptions:
     def describe(self) -> str:
         """``eventTime.jsonPath='$.ts'``: for logs, errors and the live report."""
         return f"{self.option}={self.expression!r}"
-
-    @property
-    def time_source(self) -> str:
-        """What the query synchronizes on, as its offsets record it: the option and the
-        format, which together decide every time (``onInvalid`` decides only invalid ones)."""
-        return f"{self.describe()} as {self.format}"
 
     def check(self) -> None:
         """Compile the path or import the function now, so that a bad one fails at ``load()``

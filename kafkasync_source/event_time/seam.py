@@ -46,25 +46,58 @@ Streams' built-in policies (``org.apache.kafka.streams.processor`` javadoc):
   such records counts as empty; unlike it, nothing is lost: the row is there, the user filters;
 * ``partitionTime`` (``UsePartitionTimeOnInvalidTimestamp``): the partition's time so far; while
   the partition has none, the query fails, as that extractor does;
-* ``recordTimestamp``: the Kafka timestamp (Flink's ``recordTimestamp`` argument).
+* ``recordTimestamp``: the Kafka timestamp (Flink's ``recordTimestamp`` argument). Under
+  ``eventTime.order=nonDecreasing`` the record is :data:`SKIPPED` for planning and the promise,
+  and only its ``eventTime`` column shows the Kafka timestamp
+  (:attr:`RecordTime.skipped_shows_kafka_timestamp`). Why: the write time is not the time the
+  user promised in order. A CDC backfill of 2020 with one malformed record stamped now would
+  otherwise break the promise at the next valid record (its 2020 time is below "now"), and a
+  probe that read the stand-in would take "now" for the partition's time at that offset and cut
+  as if every later record were newer. So it takes no part in synchronization, as under
+  ``skip``; without the promise it takes part as its time, as in Kafka Streams.
 
 A function given with ``eventTime.extractor`` that *raises* fails the query naming the record,
 whatever ``onInvalid`` says (Kafka Streams: throwing stops the application); returning None or a
-negative number is an invalid time.
+negative number is an invalid time. ``MemoryError`` and ``RecursionError``, wherever raised while
+taking a time, fail the query naming the record too (:class:`KafkaSyncExtractionError`): they
+are the process's failure, not an answer about the record.
+
+A function that never returns cannot be interrupted (Python cannot stop a thread in a C call),
+so it is watched instead (:mod:`~kafkasync_source.event_time.watch`): a call running longer
+than ``STALL_S`` is logged, naming the record, on the driver and on the executors, and the
+driver's live report lists it (``eventTimeStalled``).
+
+Adding a way to reach a time
+----------------------------
+A new source of the time (a field of a Schema Registry-decoded record, say) is one more
+``read(record) -> epoch ms`` function, raising :class:`~kafkasync_source.event_time.formats.
+InvalidTime` (or any exception of the record's bytes) where the record has no valid time;
+:func:`record_time` wraps it in :class:`_ExtractedTime`, which applies ``eventTime.onInvalid``,
+the codes above and the ``MemoryError`` rule, so every policy, the promise and the executors'
+columns apply unchanged. What to add: the option's name in ``options.EVENT_TIME_OPTIONS``, a
+branch in :func:`record_time` building the reader (optionally a ``read_all`` over a batch's
+values, as ``json_batch_reader``), and, if the option's text has several spellings of one
+meaning (a path), its canonical form in :func:`time_source`, so that re-spelling it does not
+re-base a checkpoint. A reader that may block (a network look-up) wraps its call in
+:func:`~kafkasync_source.event_time.watch.watched`. The public names stay: :class:`RecordTime`,
+:func:`record_time`, :func:`time_source`.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import struct
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from typing import Any, Callable, Optional
 
+from kafkasync_source.event_time.codes import TimeCode
 from kafkasync_source.event_time.extractor import function_reader
 from kafkasync_source.event_time.formats import InvalidTime, converter
-from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
+from kafkasync_source.event_time.json_path import canonical_json_path, json_batch_reader, json_reader
 from kafkasync_source.event_time.options import (
+    EVENT_TIME_OPTIONS,
     HEADER,
     ISO8601,
     JSON_PATH,
@@ -73,15 +106,17 @@ from kafkasync_source.event_time.options import (
     USE_PARTITION_TIME,
     EventTimeOptions,
     KafkaSyncEventTimeError,
+    KafkaSyncExtractionError,
     record_name,
 )
 
-NO_TIME = -1
+NO_TIME = TimeCode.NO_TIME
 """The record has no Kafka timestamp (Kafka's "no timestamp"): it takes its partition's time so far."""
-PARTITION_TIME = -2
+PARTITION_TIME = TimeCode.PARTITION_TIME
 """The record takes its partition's time so far (``eventTime.onInvalid=partitionTime``)."""
-SKIPPED = -3
-"""The record takes no part in synchronization (``eventTime.onInvalid=skip``)."""
+SKIPPED = TimeCode.SKIPPED
+"""The record takes no part in synchronization (``eventTime.onInvalid=skip``, and
+``recordTimestamp`` under ``eventTime.order=nonDecreasing``)."""
 KAFKA_TIMESTAMP_SOURCE = "kafkaTimestamp"
 """The time source of a query without ``eventTime.*`` (see :func:`time_source`)."""
 
@@ -91,6 +126,13 @@ class RecordTime(ABC):
 
     @abstractmethod
     def time_of(self, record: Any) -> int: ...
+
+    @property
+    def skipped_shows_kafka_timestamp(self) -> bool:
+        """Whether the executors' ``eventTime`` column shows a :data:`SKIPPED` record's Kafka
+        timestamp (``eventTime.onInvalid=recordTimestamp`` under ``eventTime.order=
+        nonDecreasing``, see the module doc) rather than null (``skip``)."""
+        return False
 
     def times_of(self, records: list, values: Optional[list] = None) -> list[int]:
         """``time_of`` of each record, in one call: the executors take a whole consume()
@@ -123,11 +165,17 @@ class _ExtractedTime(RecordTime):
         self._read = read
         self._read_all = read_all
 
+    @property
+    def skipped_shows_kafka_timestamp(self) -> bool:
+        return self._options.on_invalid == RECORD_TIMESTAMP and self._options.non_decreasing
+
     def time_of(self, record: Any) -> int:
         try:
             return self._read(record)
         except KafkaSyncEventTimeError:
             raise  # the extractor raised or returned no kind of time: always fails (module doc)
+        except _NOT_THE_RECORDS_FAULT as err:
+            raise extraction_failed(record, err) from err
         except Exception as err:  # noqa: BLE001 - the seam is total: see the module docstring
             return self._invalid(record, err)
 
@@ -144,6 +192,8 @@ class _ExtractedTime(RecordTime):
                 append(read(record))
             except KafkaSyncEventTimeError:
                 raise
+            except _NOT_THE_RECORDS_FAULT as err:
+                raise extraction_failed(record, err) from err
             except Exception as err:  # noqa: BLE001 - as in time_of
                 append(self._invalid(record, err))
         return times
@@ -160,12 +210,30 @@ class _ExtractedTime(RecordTime):
         if policy == USE_PARTITION_TIME:
             return PARTITION_TIME
         if policy == RECORD_TIMESTAMP:
-            return KAFKA_TIMESTAMP.time_of(record)
+            # Under the promise the write time stands in for the column only: see the module doc.
+            return SKIPPED if self._options.non_decreasing else KAFKA_TIMESTAMP.time_of(record)
         raise KafkaSyncEventTimeError(
             f"kafkasync: no event time for {record_name(record)} ({self._options.describe()}): "
             f"{reason}. Set eventTime.onInvalid to skip, partitionTime or recordTimestamp to "
             "read such records."
         )
+
+
+_NOT_THE_RECORDS_FAULT = (MemoryError, RecursionError)
+"""Failures of the process, not answers about a record's time: whether they happen depends on
+the memory and the stack depth of the thread taking the time (msgspec's nesting limit counts the
+caller's frames), so the driver and an executor could disagree on them, and ``skip`` would drop
+records for a reason that is not theirs. They fail the query, naming the record."""
+
+
+def extraction_failed(record: Any, err: BaseException) -> KafkaSyncExtractionError:
+    """The error for a :data:`_NOT_THE_RECORDS_FAULT` raised while taking ``record``'s time."""
+    return KafkaSyncExtractionError(
+        f"kafkasync: taking the event time of {record_name(record)} ({_describe_bytes(record)}) raised "
+        f"{type(err).__name__}: {str(err)[:200]}. That says nothing about the record's time (it "
+        "depends on the memory and stack of the process taking it), so no eventTime.onInvalid "
+        "policy applies: the query stops rather than read the record without a time."
+    )
 
 
 def _describe_bytes(record: Any) -> str:
@@ -178,8 +246,36 @@ def _describe_bytes(record: Any) -> str:
 
 
 def time_source(options: Optional[EventTimeOptions]) -> str:
-    """What a query with these options synchronizes on (recorded in its offsets)."""
-    return KAFKA_TIMESTAMP_SOURCE if options is None else options.time_source
+    """What a query with these options synchronizes on, as its offsets record it
+    (``timeSource``): the option, its expression and the format, which together decide every
+    time (``onInvalid`` and ``order`` decide only which records take part). A JSONPath is
+    recorded in its canonical spelling (:func:`~kafkasync_source.event_time.json_path.
+    canonical_json_path`): ``$['ts']``, ``$. ts`` and ``$.ts`` read the same field, and
+    re-spelling the option must not re-base the checkpoint's stream time."""
+    if options is None:
+        return KAFKA_TIMESTAMP_SOURCE
+    expression = canonical_json_path(options.expression) if options.source == JSON_PATH else options.expression
+    return f"{options.option}={expression!r} as {options.format}"
+
+
+_RECORDED_JSON_PATH = re.compile(r"eventTime\.jsonPath=(?P<path>.+) as (?P<format>\w+)", re.DOTALL)
+
+
+def canonical_time_source(recorded: str) -> str:
+    """A time source read from a checkpoint, in today's spelling: a JSONPath recorded raw (by
+    kafkasync before the canonical form) becomes canonical, so an old checkpoint of the same
+    path continues without re-basing. Anything this cannot read back is returned unchanged (it
+    is then compared as it is: at worst the query re-bases, as for another time source)."""
+    match = _RECORDED_JSON_PATH.fullmatch(recorded)
+    if match is None:
+        return recorded
+    try:
+        path = ast.literal_eval(match["path"])
+        if not isinstance(path, str):
+            return recorded
+        return f"{EVENT_TIME_OPTIONS[JSON_PATH]}={canonical_json_path(path)!r} as {match['format']}"
+    except (ValueError, SyntaxError, MemoryError, RecursionError):  # literal_eval's failures
+        return recorded
 
 
 @lru_cache(maxsize=32)

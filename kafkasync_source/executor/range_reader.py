@@ -30,6 +30,7 @@ from kafkasync_source.config.options import SourceOptions
 from kafkasync_source.event_time import (
     NO_TIME,
     PARTITION_TIME,
+    SKIPPED,
     EventTimeOptions,
     KafkaSyncEventTimeError,
     RecordTime,
@@ -500,6 +501,11 @@ class _Columns:
                 self._fail_on_disorder(times, before)
             times = np.where(times == PARTITION_TIME, self._partition_time_or_fail(before, times), times)
         if self._event_time is not None:
+            if self._event_time.skipped_shows_kafka_timestamp:
+                # onInvalid=recordTimestamp under eventTime.order=nonDecreasing: the write time
+                # shows in the column only; it took no part in the check above (event_time/seam.py).
+                times = np.where(times == SKIPPED, np.where(timestamp_type >= 0, kinds_and_times[:, 1], NO_TIME),
+                                 times)
             arrays.append(_timestamps(times, schema.field("eventTime").type))
         if self._partition_time_column:
             assert after is not None, "partitionTime needs the partition time followed"

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from kafkasync_source.event_time import KAFKA_TIMESTAMP_SOURCE
+from kafkasync_source.event_time import KAFKA_TIMESTAMP_SOURCE, canonical_time_source
 from kafkasync_source.planning.planner import NO_TIMESTAMP, TopicPartition
 
 OFFSET_FORMAT_VERSION = 1
@@ -123,7 +123,9 @@ class SyncOffset:
                 stream_time=int(data.get("streamTime", NO_TIMESTAMP)),
                 enforced_processing_total=int(data.get("enforcedProcessingTotal", 0)),
                 late_records_total=int(data.get("lateRecordsTotal", 0)),
-                time_source=str(data.get("timeSource", KAFKA_TIMESTAMP_SOURCE)),
+                # A JSONPath recorded before time sources were canonical reads as today's
+                # spelling: the same path continues without re-basing (event_time/seam.py).
+                time_source=canonical_time_source(str(data.get("timeSource", KAFKA_TIMESTAMP_SOURCE))),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise KafkaSyncOffsetError(

@@ -118,6 +118,7 @@ from typing import Mapping, NamedTuple, Optional
 
 import numpy as np
 
+from kafkasync_source.event_time.codes import TimeCode
 from kafkasync_source.planning.rate_limit import proportional_ends
 
 __all__ = [
@@ -139,8 +140,9 @@ __all__ = [
 
 TopicPartition = NamedTuple("TopicPartition", [("topic", str), ("partition", int)])
 
-NO_TIMESTAMP = -1
-"""Kafka's "no timestamp"; valid timestamps are >= 0."""
+NO_TIMESTAMP = TimeCode.NO_TIME
+"""Kafka's "no timestamp" (-1); valid timestamps are >= 0. The event-time seam's code for it
+(event_time/codes.py), so that one definition says what -1 means across the package."""
 
 WAIT_FOREVER = 9223372036854775807
 """Long.MAX as ``max.task.idle.ms``: idle partitions are waited for forever."""
@@ -423,7 +425,7 @@ def _buffer(state: PartitionState) -> _Buffer:
     lag = None if end_offset is None else max(0, end_offset - position)
     complete = state.buffer_full or (horizon is not None and position >= horizon)
     has_untimestamped = False
-    max_effective_timestamp = NO_TIMESTAMP
+    max_effective_timestamp: int = NO_TIMESTAMP
     if offsets.size:
         status = PartitionStatus.READY
         # The stop offset may have trimmed the buffer; its minimum only matters untrimmed.
