@@ -1,13 +1,17 @@
 """The driver fetcher against the embedded Kafka cluster: bounded buffers, lag, gaps."""
 
 import json
+import linecache
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
+from confluent_kafka import Consumer, KafkaException
 
 from kafkasync_dev.testing import Record
+from kafkasync_source.driver import fetcher as fetcher_module
 from kafkasync_source.driver.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
 from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
 from kafkasync_source.planning.planner import TopicPartition
@@ -25,6 +29,23 @@ def wait_for(condition, timeout=15.0):
     raise AssertionError("condition not met in time")
 
 
+def _read_through(fetcher, tps, end, capacity):
+    """Take every buffered record, as batches do, until each partition is at ``end``: what
+    was seen, per partition."""
+    starts = {tp: 0 for tp in tps}
+    seen = {tp: [] for tp in tps}
+    fetcher.position_at(starts)
+    while any(starts[tp] < end for tp in tps):
+        states = wait_for(lambda: {tp: s for tp, s in fetcher.snapshot({}).items() if len(s.offsets)}
+                          or None)
+        assert max(fetcher.buffered().values()) <= capacity
+        for tp, state in states.items():
+            seen[tp].extend(state.offsets.tolist())
+            starts[tp] = state.position
+        fetcher.position_at(starts)
+    return seen
+
+
 def test_bounded_buffers_deliver_every_record_once_in_order(kafka_cluster, topic_factory):
     topic = topic_factory(2)
     kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(2_000)])
@@ -32,17 +53,7 @@ def test_bounded_buffers_deliver_every_record_once_in_order(kafka_cluster, topic
     fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
                             buffer_capacity=lambda partitions: 100, fail_on_data_loss=True)
     try:
-        starts = {tp: 0 for tp in tps}
-        seen = {tp: [] for tp in tps}
-        fetcher.position_at(starts)
-        while any(starts[tp] < 1_000 for tp in tps):
-            states = wait_for(lambda: {tp: s for tp, s in fetcher.snapshot({}).items() if len(s.offsets)}
-                              or None)
-            assert max(fetcher.buffered().values()) <= 100
-            for tp, state in states.items():
-                seen[tp].extend(state.offsets.tolist())
-                starts[tp] = state.position
-            fetcher.position_at(starts)
+        seen = _read_through(fetcher, tps, 1_000, capacity=100)
         for tp in tps:
             assert seen[tp] == list(range(1_000))
     finally:
@@ -132,7 +143,8 @@ def test_whatever_ends_the_fetch_thread_fails_the_next_snapshot_naming_the_recor
                             record_time=_TimeOf(breaks_at_offset_3))
     try:
         fetcher.position_at({tp: 0})
-        with pytest.raises(KafkaSyncFetchError, match=rf"stopped at {topic}-0 offset 3: MemoryError: no room") as failed:
+        with pytest.raises(KafkaSyncFetchError,
+                           match=rf"stopped at {topic}-0 offset 3: MemoryError: no room") as failed:
             wait_for(lambda: fetcher.snapshot({}) and False, timeout=15)
         assert isinstance(failed.value.__cause__, MemoryError)
         with pytest.raises(KafkaSyncFetchError):  # and every trigger after it
@@ -194,5 +206,145 @@ def test_records_skipped_for_an_invalid_time_leave_their_partition_empty_and_cau
         assert states[beats].offsets.tolist() == [] and states[beats].timestamps.tolist() == []
         assert states[orders].offsets.tolist() == [0, 2]
         assert states[orders].timestamps.tolist() == [BASE_TS, BASE_TS + 2]
+    finally:
+        fetcher.close()
+
+
+def _in_consume(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside the fetcher's consume() call right now (its innermost
+    Python frame is the line that calls it: consume() itself is C, with the GIL released)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    if frame is None or frame.f_code.co_name != "_fetch_once":
+        return False
+    return ".consume(" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+
+def test_a_resume_during_an_inflight_consume_loses_no_record(kafka_cluster, topic_factory, monkeypatch):
+    """The interleaving of issue 51: one partition's backlog overflows its buffer (paused),
+    another is caught up, so the fetch thread waits inside consume(). The driver then takes
+    records from the full buffer, which resumes it and restarts its fetch at the buffer's
+    position. Before confluent-kafka 2.16, Consumer_consume only releases the GIL and
+    Consumer_assign/pause/resume/seek take no lock of the handle (src/confluent_kafka/src/
+    Consumer.c, v2.15.0), so a restart made by the driver thread lands inside that consume()
+    call, which returns the restarted partition's records; the fetcher then dropped them as
+    stale with the consumer already past them, and the partition never filled again (seen with
+    2.15.0: "the backlog stopped at offset 100"). From 2.16 the consumer's gate makes the
+    driver's call wait for the consume() instead (Handle_serialize_enter), so on 2.16 this test
+    passes either way and test_only_the_fetch_thread_moves_the_consumer guards the design.
+    A long consume timeout holds the call open so that the driver's move lands inside it."""
+    monkeypatch.setattr(fetcher_module, "_CONSUME_TIMEOUT_S", 1.0)
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v") for i in range(300)]
+                          + [Record(1, BASE_TS, None, b"v")])
+    backlog, live = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    # A caught-up partition's fetch waits up to fetch.wait.max.ms at the broker, and the
+    # restarted partition's first fetch waits behind it: keep it short of the consume call.
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers, "fetch.wait.max.ms": "10"},
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=True)
+    try:
+        starts = {backlog: 0, live: 0}
+        fetcher.position_at(starts)
+        seen: list = []
+        while starts[backlog] < 300:
+            deadline = time.monotonic() + 20
+            while not ((states := fetcher.snapshot({}))[backlog].buffer_full
+                       and states[live].end_offset == states[live].position == 1):
+                assert time.monotonic() < deadline, (
+                    f"the backlog stopped at offset {states[backlog].position} with "
+                    f"{len(states[backlog].offsets)} records buffered, after offsets {seen[:1]}..{seen[-1:]}")
+                time.sleep(0.05)
+            seen.extend(states[backlog].offsets.tolist())
+            starts[backlog] = states[backlog].position
+            wait_for(lambda: _in_consume(fetcher._thread))
+            fetcher.position_at(starts)  # frees the buffer: its partition restarts mid-consume()
+        assert seen == list(range(300))
+    finally:
+        fetcher.close()
+
+
+def _noting_the_thread(call: str):
+    def moves(self, *args, **kwargs):
+        self.moves.append((call, threading.current_thread().name))
+        return getattr(super(_ThreadRecordingConsumer, self), call)(*args, **kwargs)
+    return moves
+
+
+class _ThreadRecordingConsumer(Consumer):
+    """The real consumer, noting which thread makes each call that moves it."""
+
+    moves: list = []
+    assign = _noting_the_thread("assign")
+    incremental_assign = _noting_the_thread("incremental_assign")
+    pause = _noting_the_thread("pause")
+    resume = _noting_the_thread("resume")
+    seek = _noting_the_thread("seek")
+
+
+def test_only_the_fetch_thread_moves_the_consumer(kafka_cluster, topic_factory, monkeypatch):
+    """Whatever the driver asks (overflowed buffers resumed, a replay, a partition dropped),
+    every assign/pause/resume/seek is made by the fetch thread, between its consume() calls:
+    the driver thread never races a consume() in flight, whichever confluent-kafka runs."""
+    monkeypatch.setattr(fetcher_module, "Consumer", _ThreadRecordingConsumer)
+    monkeypatch.setattr(_ThreadRecordingConsumer, "moves", [])
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(400)])
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 50, fail_on_data_loss=True)
+    try:
+        _read_through(fetcher, tps, 200, capacity=50)
+        fetcher.position_at({tps[0]: 10})  # a replay of one partition only
+        assert wait_for(lambda: fetcher.snapshot({})[tps[0]].offsets.tolist()[:1] == [10])
+    finally:
+        fetcher.close()
+    moves = _ThreadRecordingConsumer.moves
+    assert {call for call, _ in moves} >= {"assign", "pause", "resume"}
+    assert {thread for _, thread in moves} == {"kafkasync-fetcher"}, moves
+
+
+def test_a_consumer_call_that_fails_in_the_fetch_thread_fails_the_next_snapshot_with_its_cause(
+    kafka_cluster, topic_factory
+):
+    """The fetch thread now makes the calls that move the consumer; one that raises there must
+    reach the query as the fetcher's error, with the consumer's exception as its cause (here
+    librdkafka refuses a logical start offset it does not know: rd_kafka_assignment_add)."""
+    topic = topic_factory(1)
+    tp = TopicPartition(topic, 0)
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 10, fail_on_data_loss=True)
+    try:
+        fetcher.position_at({tp: -3})
+        with pytest.raises(KafkaSyncFetchError,
+                           match="fetch loop: KafkaException: .*Failed to set assignment") as failed:
+            wait_for(lambda: fetcher.snapshot({}) and False)
+        assert isinstance(failed.value.__cause__, KafkaException)
+    finally:
+        fetcher.close()
+
+
+def test_a_buffer_of_a_log_that_moved_back_is_not_kept_when_repositioned_inside_it(kafka_cluster, unique_topic):
+    """failOnDataLoss=false, topic recreated while its old records are still buffered (none
+    emitted yet): the driver restarts the partition at the new log's start, an offset the old
+    buffer covers. The old log's records must go with it, and the fetch restart there: keeping
+    the buffer planned the new log's batch on the old log's times, and reported the move back
+    again at every trigger."""
+    topic = unique_topic()
+    tp = TopicPartition(topic, 0)
+    kafka_cluster.create_topic(topic, 1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"old") for i in range(30)])
+    fetcher = DriverFetcher({"bootstrap.servers": kafka_cluster.bootstrap_servers},
+                            buffer_capacity=lambda partitions: 100, fail_on_data_loss=False)
+    try:
+        fetcher.position_at({tp: 0})
+        wait_for(lambda: fetcher.snapshot({})[tp].position == 30)
+        kafka_cluster.delete_topic(topic)
+        time.sleep(1)
+        kafka_cluster.create_topic(topic, 1)
+        kafka_cluster.produce(topic, [Record(0, BASE_TS + 1_000 + i, None, b"new") for i in range(10)])
+        assert wait_for(fetcher.logs_moved_back) == {tp: (30, 0)}
+        fetcher.position_at({tp: 0})
+        assert fetcher.logs_moved_back() == {}
+        state = wait_for(lambda: (s := fetcher.snapshot({})[tp]).position == 10 and s)
+        assert state.timestamps.tolist() == [BASE_TS + 1_000 + i for i in range(10)]
     finally:
         fetcher.close()

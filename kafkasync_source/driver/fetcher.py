@@ -32,6 +32,21 @@ the fetch response's end offset — the LSO under read_committed, the high water
 (``rd_kafka_fetch_reply_handle_partition`` in rdkafka_fetcher.c). Measuring against the high
 watermark there would keep an open transaction's partition "waiting for fetch" until the
 transaction ends (up to ``transaction.max.timeout.ms``), stalling every batch.
+
+One thread steers the consumer: the fetch thread makes every call that moves it (``assign``,
+``pause``, ``resume``), between two ``consume()`` calls. The driver thread only edits the
+buffers (under the lock) and wakes the fetch thread, which applies what they need before it
+consumes again. So every batch ``consume()`` returns was fetched for the assignment the fetch
+thread itself last made, and a record is only ever dropped where the consumer will be sent back
+to it (the partition's ``needs_seek``). Before confluent-kafka 2.16 nothing else guarantees
+this: ``Consumer_consume`` only releases the GIL around ``rd_kafka_consume_batch_queue``, and
+``Consumer_assign``/``Consumer_pause``/``Consumer_resume``/``Consumer_seek`` take no lock of
+the handle (src/confluent_kafka/src/Consumer.c, v2.15.0), so an ``assign`` from the driver
+thread landed inside an in-flight ``consume()``, which then returned records of the new
+assignment (librdkafka purges only the older versions' messages at the barrier,
+``rd_kafka_q_serve_rkmessages`` in rdkafka_queue.c). From 2.16 a per-consumer gate
+(``Handle_serialize_enter`` in confluent_kafka.c) makes the other thread's call wait for the
+whole ``consume()`` instead.
 """
 
 from __future__ import annotations
@@ -52,10 +67,14 @@ from kafkasync_source.planning.planner import NO_TIMESTAMP, PartitionState, Topi
 logger = logging.getLogger(__name__)
 
 _CONSUME_BATCH = 5_000
-# Short on purpose: confluent-kafka serialises calls on one consumer, so every call the
-# driver thread makes (snapshot's cached watermarks, pause/resume/assign in position_at)
-# waits until the fetch thread's consume() returns, which with few records queued is only
-# at this timeout. 0.1 s put up to 0.2 s of waiting on every trigger's latestOffset.
+# Short on purpose. The consumer is moved (a resumed partition re-seeked, a new position
+# assigned) only between two consume() calls, and a consume() with fewer than _CONSUME_BATCH
+# records queued returns only at this timeout: it bounds how long a buffer the planner freed
+# waits before it is refilled. It also bounds snapshot()'s wait for the cached watermarks:
+# from confluent-kafka 2.16 every Consumer method waits for a consume() in flight on another
+# thread (Handle_serialize_enter in confluent_kafka.c); before 2.16 nothing waits, and
+# nothing serialises the calls (see the module docstring). 0.1 s put up to 0.2 s of waiting
+# on every trigger's latestOffset.
 _CONSUME_TIMEOUT_S = 0.01
 _FATAL_PARTITION_ERRORS = {
     KafkaError._AUTO_OFFSET_RESET: "its fetch position is no longer in the log (data loss)",
@@ -102,7 +121,7 @@ class _PartitionBuffer:
     """
 
     __slots__ = ("start", "position", "capacity", "offsets", "timestamps", "count",
-                 "staged_offsets", "staged_timestamps", "paused", "overflowed", "log_end",
+                 "staged_offsets", "staged_timestamps", "paused", "needs_seek", "log_end",
                  "moved_back", "failure")
 
     def __init__(self, start: int, capacity: int) -> None:
@@ -115,8 +134,11 @@ class _PartitionBuffer:
         self.count = 0  # records buffered, staged ones included
         self.staged_offsets: list[int] = []
         self.staged_timestamps: list[int] = []
-        self.paused = False
-        self.overflowed = False  # records past the bound were discarded: re-seek on resume
+        self.paused = False  # as the fetch thread last told the consumer
+        # The consumer's fetch position for this partition is not ``position``: records past
+        # the bound were discarded, or the buffer (re)starts here. Whatever arrives for it is
+        # dropped until the fetch thread assigns the partition at ``position`` again.
+        self.needs_seek = True
         self.log_end: Optional[int] = None
         # Offset the log restarted at below ``position`` (topic deleted and recreated, or
         # truncated): nothing more is buffered until the driver repositions the partition.
@@ -159,7 +181,7 @@ class _PartitionBuffer:
             timestamps[:left] = self.timestamps[emitted:emitted + left]
             if emitted + left < self.count:
                 self.position = int(self.offsets[emitted + left])
-                self.overflowed = True
+                self.needs_seek = True
             self.offsets, self.timestamps, self.count = offsets, timestamps, left
             self.capacity = capacity
         self.start = offset
@@ -199,7 +221,7 @@ class DriverFetcher:
         ))
         self._lock = threading.Lock()
         self._buffers: dict[TopicPartition, _PartitionBuffer] = {}
-        self._generation = 0  # bumped on every re-assignment: drops in-flight stale messages
+        self._assigned: frozenset[TopicPartition] = frozenset()  # the fetch thread's last assign()
         self._error: Optional[KafkaSyncFetchError] = None
         self._taking: Any = None  # the record whose time is being taken, named in errors
         self.records_read = 0
@@ -218,28 +240,30 @@ class DriverFetcher:
 
     def position_at(self, starts: Mapping[TopicPartition, int]) -> None:
         """Make each partition's buffer begin at ``starts[tp]``: drop what was emitted, and
-        re-seek partitions whose buffer does not cover the offset (a restart, or a replay
-        Spark asks for). Partitions not in ``starts`` stop being fetched."""
+        restart partitions whose buffer does not cover the offset (a restart, a replay Spark
+        asks for, or a log that moved back: its buffer holds the old log's records).
+        Partitions not in ``starts`` stop being fetched.
+
+        Only the buffers change here, so this returns at once; the fetch thread moves the
+        consumer to match before its next consume() (:meth:`_steer`)."""
         capacity = self._buffer_capacity(len(starts))
         with self._lock:
-            reassign = set(starts) != set(self._buffers)
             for tp, start in starts.items():
                 buffer = self._buffers.get(tp)
-                if buffer is not None and buffer.covers(start):
+                if buffer is not None and buffer.moved_back is None and buffer.covers(start):
                     buffer.drop_before(start, capacity)
-                    reassign = reassign or (buffer.overflowed and not buffer.paused)
                 else:
                     self._buffers[tp] = _PartitionBuffer(start, capacity)
-                    reassign = True
             for tp in set(self._buffers) - set(starts):
                 del self._buffers[tp]
-            self._apply_flow_control(reassign=reassign)
         self._has_work.set()
 
     def _assign_at_positions(self) -> None:
-        """(Re)start fetching every partition at its buffer's position. Messages a consume
-        call already returned under the previous assignment are dropped (generation)."""
-        self._generation += 1
+        """(Re)start fetching every partition at its buffer's position (fetch thread only).
+        librdkafka drops what it fetched for the previous assignment: assign() bumps each
+        partition's version barrier, and consume() discards older versions' messages
+        (rd_kafka_toppar_op_fetch_stop/_start in rdkafka_partition.c, rd_kafka_q_serve_rkmessages
+        in rdkafka_queue.c)."""
         # librdkafka keeps a partition's pause flag across assign(): set both ways explicitly,
         # and *before* assign(). A pause() or resume() right after assign() can outdate the
         # assignment's pending fetch start (it bumps the partition's op version before the
@@ -249,7 +273,7 @@ class DriverFetcher:
         paused: list[KafkaTopicPartition] = []
         fetching: list[KafkaTopicPartition] = []
         for tp, buffer in self._buffers.items():
-            buffer.overflowed = False
+            buffer.needs_seek = False
             (paused if buffer.paused else fetching).append(KafkaTopicPartition(tp.topic, tp.partition))
         if paused:
             self._consumer.pause(paused)
@@ -258,6 +282,7 @@ class DriverFetcher:
         self._consumer.assign(
             [KafkaTopicPartition(tp.topic, tp.partition, b.position) for tp, b in self._buffers.items()]
         )
+        self._assigned = frozenset(self._buffers)
 
     def snapshot(
         self,
@@ -292,7 +317,8 @@ class DriverFetcher:
             return {tp: len(buffer) for tp, buffer in self._buffers.items()}
 
     def _known_log_end(self, tp: TopicPartition, buffer: _PartitionBuffer) -> Optional[int]:
-        """The end of what this consumer can read, as far as known without a remote call."""
+        """The end of what this consumer can read, as far as known without a remote call.
+        Reading the cached watermarks does not move the consumer, so the driver thread may."""
         try:
             _, high = self._consumer.get_watermark_offsets(
                 KafkaTopicPartition(tp.topic, tp.partition), cached=True
@@ -344,33 +370,27 @@ class DriverFetcher:
                 raise
 
     def _fetch_once(self) -> None:
+        """Steer the consumer to what the buffers need (what position_at and the last batch
+        asked for), then one consume() call. A consumer-level failure (closed, fatal) raises
+        out of here like any other, to :meth:`_run`."""
         self._has_work.wait(timeout=1.0)
         with self._lock:
-            generation = self._generation
+            self._steer()
             idle = not self._buffers or all(b.paused for b in self._buffers.values())
             if idle:
-                # Under the lock: a resume (always made under the lock) sets the event
-                # after this clear(), so its wake-up cannot be lost.
+                # Under the lock: position_at sets the event after it releases the lock, so
+                # a wake-up for work that this round did not see cannot be lost.
                 self._has_work.clear()
         if idle:
             return
-        self._taking = None
-        try:
-            messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
-        except KafkaException as err:  # consumer-level failure (e.g. closed, fatal)
-            with self._lock:
-                self._error = KafkaSyncFetchError(f"kafkasync driver fetcher failed: {err}")
-            self._stopping.set()
-            return
+        messages = self._consumer.consume(_CONSUME_BATCH, timeout=_CONSUME_TIMEOUT_S)
         # Each record's time is taken outside the lock: with a Python extractor that is
         # 5-20 us a record, which latestOffset (snapshot) would otherwise wait for.
         self.records_read += len(messages)
         times = self._times_of(messages)
+        self._taking = None
         with self._lock:
-            if generation == self._generation:
-                self._taking = None
-                self._absorb(messages, times)
-                self._apply_flow_control()
+            self._absorb(messages, times)
 
     def _times_of(self, messages: list) -> list:
         """Each record's time code, or the KafkaSyncEventTimeError its time ends in (None for
@@ -407,8 +427,8 @@ class DriverFetcher:
                     continue
                 if error is None:
                     offset = message.offset()
-                    if offset < buffer.position or buffer.overflowed or buffer.moved_back is not None:
-                        if offset < buffer.position and not buffer.overflowed and buffer.moved_back is None:
+                    if offset < buffer.position or buffer.needs_seek or buffer.moved_back is not None:
+                        if offset < buffer.position and not buffer.needs_seek and buffer.moved_back is None:
                             buffer.moved_back = offset  # an older record: the log moved back
                         continue
                     if buffer.failure is not None:  # nothing past a failed record, for good
@@ -423,7 +443,9 @@ class DriverFetcher:
                         buffer.position = offset + 1
                         continue
                     if buffer.count >= buffer.capacity:
-                        buffer.overflowed = True
+                        # The consumer moves on past it: _steer re-assigns the partition at
+                        # ``position``, this record's offset or a gap before it, on resume.
+                        buffer.needs_seek = True
                         continue
                     if timestamp < NO_TIMESTAMP:
                         # The planner sees no difference between a record without time and one
@@ -436,11 +458,11 @@ class DriverFetcher:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     # Every record below the high watermark has been seen: the fetch position is
                     # the log end even when offset gaps (markers, compaction) precede it.
-                    if message.offset() < buffer.position and not buffer.overflowed:
+                    if message.offset() < buffer.position and not buffer.needs_seek:
                         if buffer.moved_back is None:
                             buffer.moved_back = message.offset()  # the log ends below us
                         continue
-                    if not buffer.overflowed and buffer.failure is None:
+                    if not buffer.needs_seek and buffer.failure is None:
                         buffer.position = max(buffer.position, message.offset())
                     buffer.log_end = message.offset()
                 elif error.code() in _FATAL_PARTITION_ERRORS:
@@ -458,20 +480,22 @@ class DriverFetcher:
             for buffer in buffers.values():
                 buffer.store_staged()
 
-    def _apply_flow_control(self, reassign: bool = False) -> None:
-        """Pause full partitions; resume them as soon as they are not full (see the module
-        docstring). With ``reassign`` (or when a resumed partition discarded records) every
+    def _steer(self) -> None:
+        """Move the consumer to what the buffers need (fetch thread only, under the lock):
+        pause full partitions, resume them as soon as they are not full (see the module
+        docstring). When the partitions changed, or a partition to fetch ``needs_seek``, every
         partition is re-assigned at its position, with its pause flag set before assignment."""
-        to_pause, to_resume, reseek = [], [], reassign
+        to_pause, to_resume = [], []
         for tp, buffer in self._buffers.items():
             if not buffer.paused and buffer.full:
                 buffer.paused = True
                 to_pause.append(KafkaTopicPartition(tp.topic, tp.partition))
             elif buffer.paused and not buffer.full:
                 buffer.paused = False
-                reseek = reseek or buffer.overflowed
                 to_resume.append(KafkaTopicPartition(tp.topic, tp.partition))
-        if reseek:
+        if self._buffers.keys() != self._assigned or any(
+            buffer.needs_seek and not buffer.paused for buffer in self._buffers.values()
+        ):
             # librdkafka would resume after the last record it handed out, past the ones
             # discarded here; restart from the buffers' own positions instead. This also
             # applies the pauses, before the assignment (see _assign_at_positions).
@@ -481,5 +505,3 @@ class DriverFetcher:
                 self._consumer.pause(to_pause)
             if to_resume:
                 self._consumer.resume(to_resume)
-        if to_resume:
-            self._has_work.set()
