@@ -98,6 +98,7 @@ from kafkasync_source.event_time.formats import InvalidTime, converter
 from kafkasync_source.event_time.json_path import canonical_json_path, json_batch_reader, json_reader
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
+    FIELD,
     HEADER,
     ISO8601,
     JSON_PATH,
@@ -254,6 +255,9 @@ def time_source(options: Optional[EventTimeOptions]) -> str:
     re-spelling the option must not re-base the checkpoint's stream time."""
     if options is None:
         return KAFKA_TIMESTAMP_SOURCE
+    if options.source == FIELD:  # the same path read in another format is another time
+        of_format = options.value_format.describe()
+        return f"{options.option}={options.expression.strip()!r} of {of_format} as {options.format}"
     expression = canonical_json_path(options.expression) if options.source == JSON_PATH else options.expression
     return f"{options.option}={expression!r} as {options.format}"
 
@@ -289,6 +293,10 @@ def record_time(options: Optional[EventTimeOptions]) -> RecordTime:
                               json_batch_reader(options.expression, options.format))
     if options.source == HEADER:
         return _ExtractedTime(options, _header_reader(options.expression, options.format))
+    if options.source == FIELD:
+        value_format = options.value_format
+        return _ExtractedTime(options, value_format.time_reader(options.expression, options.format),
+                              value_format.batch_time_reader(options.expression, options.format))
     return _ExtractedTime(options, function_reader(options.expression))
 
 
