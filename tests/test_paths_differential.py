@@ -140,8 +140,8 @@ def auto(index_path: Planner) -> tuple[Planner, list[str]]:
 
 def batches(scenario: dict, plan: Planner) -> list[Batch]:
     """The query's batches until none is left (at most 40), each planned from what the
-    previous one handed on, as ``SyncDriver.latest_offset`` hands it on; batches that hold no
-    record (a range of markers only) are moved over, not compared."""
+    previous one handed on, as ``SyncDriver.latest_offset`` hands it on. A batch that holds no
+    record (``max.task.idle.ms=-1``: Spark's split of offsets can end on markers) is one too."""
     starts, partition_times = dict(scenario["starts"]), dict(scenario["partition_times"])
     stream_time, idle_since = NO_TIMESTAMP, {}
     out: list[Batch] = []
@@ -155,8 +155,7 @@ def batches(scenario: dict, plan: Planner) -> list[Batch]:
         stream_time = max(stream_time, NO_TIMESTAMP if cut.stream_time is None else cut.stream_time)
         starts = cut.end_offsets
         partition_times = {p: d.partition_time for p, d in cut.partitions.items()}
-        if held:
-            out.append((held, partition_times, stream_time, cut.enforced))
+        out.append((held, partition_times, stream_time, cut.enforced))
     raise AssertionError("40 batches did not read the logs")
 
 
@@ -166,13 +165,13 @@ def assert_same_batches(scenario: dict, index_path: Planner) -> list[str]:
     return paths
 
 
-@settings(max_examples=examples(1500), deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(scenario=differential_logs(promise=False))
 def test_the_time_index_path_hands_on_what_reading_every_record_does(scenario):
     assert_same_batches(scenario, time_index_path)
 
 
-@settings(max_examples=examples(1500), deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(scenario=differential_logs(promise=True))
 def test_the_record_probe_path_hands_on_what_reading_every_record_does(scenario):
     """The promise kept: the probe path's search, its records remembered across batches as
