@@ -169,7 +169,11 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             'with a null `eventTime`, taking no part in synchronization; `partitionTime`: the partition\'s'
             ' time so far (`UsePartitionTimeOnInvalidTimestamp`; fails while the partition has none; a '
             "partition's range in a batch is then read by one task, as with `includePartitionTime`); "
-            '`recordTimestamp`: its Kafka timestamp. A function that raises always fails the query'
+            '`recordTimestamp`: its Kafka timestamp (with `eventTime.order=nonDecreasing` shown in the '
+            'column only, taking no part in the promise nor in synchronization). Under '
+            '`eventTime.order=nonDecreasing` `fail` fails the whole batch holding a record the driver '
+            'did not read (see [Event time from the record](../event-time.md)). A function that raises '
+            'always fails the query'
         ),
     ),
     OptionDoc(

@@ -40,7 +40,18 @@ or is beyond Spark's timestamp range. ``eventTime.onInvalid`` says what then, af
 Streams' built-in policies (``org.apache.kafka.streams.processor`` javadoc):
 
 * ``fail`` (default, as ``FailOnInvalidTimestamp``): the query fails naming topic, partition,
-  offset and why, once every record before it was processed;
+  offset and why. Where the driver read the record (the fetch path, or a probe that met it),
+  once every record before it was processed: the driver plans batches up to it, then fails.
+  Under ``eventTime.order=nonDecreasing`` a record no probe read lies inside a planned batch;
+  an executor meets it and the batch fails as a whole, the records before it in that batch not
+  processed. That cannot be had otherwise in Spark: a batch's offsets are logged before it runs
+  and replayed unchanged after a failure, a task failure fails the whole batch (Spark retries the
+  task, ``spark.task.maxFailures``, and aborts at once only for a ``NotSerializableException``
+  or a ``TaskOutputFileAlreadyExistException``: ``TaskSetManager.handleFailedTask``, Spark 4.3),
+  and an executor has no channel back to the driver; so ending the batch before the record needs
+  the driver to read every record, which is the fetch path (``planningMode=fetch`` or no
+  promise). Decided so: keep the probe path, fail at the first such record with the error
+  saying what was and was not processed (:data:`_UNREAD_UNDER_THE_PROMISE`);
 * ``skip``: read with a null ``eventTime``, no part in synchronization (:data:`SKIPPED`):
   as Kafka Streams' ``LogAndSkipOnInvalidTimestamp``, which drops the record, a partition of
   such records counts as empty; unlike it, nothing is lost: the row is there, the user filters;
@@ -216,9 +227,18 @@ class _ExtractedTime(RecordTime):
         raise KafkaSyncEventTimeError(
             f"kafkasync: no event time for {record_name(record)} ({self._options.describe()}): "
             f"{reason}. Set eventTime.onInvalid to skip, partitionTime or recordTimestamp to "
-            "read such records."
+            "read such records." + (_UNREAD_UNDER_THE_PROMISE if self._options.non_decreasing else "")
         )
 
+
+_UNREAD_UNDER_THE_PROMISE = (
+    " Under eventTime.order=nonDecreasing the driver plans from a few records: one it did not read "
+    "lies inside a planned batch, which fails as a whole (earlier batches were processed, no record "
+    "of this one was); a restart replays that batch with its logged offsets, under the "
+    "eventTime.onInvalid then set."
+)
+"""Why, on the probe path, the records before an invalid one in its batch were not processed
+(see "Invalid times" in the module doc)."""
 
 _NOT_THE_RECORDS_FAULT = (MemoryError, RecursionError)
 """Failures of the process, not answers about a record's time: whether they happen depends on
