@@ -220,3 +220,40 @@ def test_a_heartbeat_only_window_is_moved_over_as_on_the_fetch_path():
     records = OrderedRecords(broker.first_records)
     # One batch, then none.
     assert assert_same_batches(scenario, lambda batch: probe_path_cut(batch, records)) == ["index"] * 2
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(scenario=differential_logs(promise=True), cap=st.integers(1, 12))
+def test_a_capped_probe_batch_holds_the_fetch_paths_records_for_as_many_records(scenario, cap):
+    """The difference left by design: a synchronized ``maxOffsetsPerTrigger`` counts offsets on
+    the record-probe path (markers, aborted records and heartbeats included), records on the
+    fetch path. Its batch is never more records than the cap, and with distinct times it holds
+    the records taking part that the fetch path's batch holds when capped at the number of
+    them it took. (A heartbeat right after the last record taken goes with that batch on the
+    fetch path, which ends a capped partition at the first record left out, and with the next
+    one here, which ends it at its offset count.)"""
+    if scenario["max_task_idle_ms"] == NEVER_WAIT:
+        return
+    broker = scenario["broker"]
+    times = [log.timestamps[o - log.log_start] for log in broker.logs.values()
+             for o in range(log.log_start, log.end) if log.timed(o, broker.read_committed)]
+    scenario = {**scenario, "limits": BatchLimits(cap, scenario["step"], NO_TIMESTAMP)}
+    try:
+        probe_cut = probe_path_cut(scenario, OrderedRecords(broker.first_records))
+    except IndexCannotAnswer:
+        return
+    if not probe_cut.has_batch:
+        return
+    def taking_part(cut: Cut) -> dict:
+        return {p: [o for o in offsets if broker.logs[p].timed(o, broker.read_committed)]
+                for p, offsets in readable(broker, scenario["starts"], cut).items()}
+
+    held = taking_part(probe_cut)
+    timed = sum(map(len, held.values()))
+    assert timed <= cap
+    if timed == 0 or len(set(times)) != len(times):
+        return
+    fetch_cut = fetch_path({**scenario, "limits": BatchLimits(timed, scenario["step"], NO_TIMESTAMP)})
+    assert taking_part(fetch_cut) == held
+    assert {p: d.partition_time for p, d in fetch_cut.partitions.items()} == {
+        p: d.partition_time for p, d in probe_cut.partitions.items()}

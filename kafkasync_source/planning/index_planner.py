@@ -44,11 +44,20 @@ When the index cannot answer (and the caller falls back to the fetch path)
 Where this path differs from the fetch path, on purpose
 --------------------------------------------------------
 * It counts *offsets* where the fetch path counts records: ``maxOffsetsPerTrigger`` caps
-  offsets, as ``format("kafka")`` does; transaction markers and compaction gaps count.
-* ``partitionTime`` of a partition read only part of the way is the time level it was cut
-  at (``T``, or a rate limit's level): no record before the new position is newer, the next
-  one is. It is exact for a partition read to its end. ``lateRecordsTotal`` is not counted
-  (the driver sees no record); the executors see every record (``includePartitionTime``).
+  offsets, as ``format("kafka")`` does; transaction markers, aborted records, compaction gaps
+  and (on the record-probe path) records without a time (``onInvalid=skip``) count. Counting
+  records would need every entry of the range read: the index answers by time, and a probe
+  reads one record a step. A capped batch is then (with distinct times) the fetch path's
+  capped at the number of records it holds, never more records than the cap
+  (tests/test_index_planner.py, tests/test_paths_differential.py).
+* ``lateRecordsTotal`` is not counted (the driver sees no record); the executors see every
+  record (``includePartitionTime``).
+
+The partition time a batch hands on is the fetch path's: the largest time among the records
+it holds (KIP-472), also for a partition cut inside its window, where the cut's level (``T``,
+or a rate limit's) lies above the records taken; the largest one taken is searched for from
+the cut (:meth:`_Index.largest_taken`). So is the batch's stream time, the base of the next
+``maxEventTimePerTrigger`` step (tests/test_paths_differential.py, batch after batch).
 
 What the index counts that no consumer reads
 --------------------------------------------
