@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 import time
 import uuid
@@ -23,13 +24,14 @@ from hypothesis import strategies as st
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from kafkasync_dev.testing import Record
+from kafkasync_dev.testing import Record, extractors
 from kafkasync_dev.testing.backfills import spans
 from kafkasync_dev.testing.heartbeats import HEARTBEAT, Heartbeats
 from kafkasync_dev.testing.invalid_times import assert_read_as_on_invalid, payload, with_numeric_lookalikes
 from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.sync_driver import SyncDriver
+from kafkasync_source.event_time import watch
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.input_partitions import KafkaRange
@@ -527,3 +529,32 @@ def test_under_the_promise_an_invalid_time_the_driver_did_not_read_fails_its_who
     assert planned == "recordProbes"
     assert offsets == list(range(len(offsets))) and len(offsets) in (10, 20), \
         f"whole batches before the one holding offset 25, no record of it: {offsets}"
+
+
+def test_an_extractor_that_does_not_return_is_named_in_the_live_report(kafka_cluster, topic_factory, monkeypatch):
+    """The driver's fetch thread stuck in the user's function: no batch is planned, and the
+    live report (reportLatestOffset) names the record, instead of saying nothing."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, T, None, b"{}")])
+    monkeypatch.setattr(watch, "STALL_S", 0.2)
+    extractors.RELEASE.clear()
+    driver = SyncDriver(parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+                                       "startingOffsets": "earliest",
+                                       "eventTime.extractor": "kafkasync_dev.testing.extractors:waits_for_release"},
+                                      streaming=True))
+    try:
+        start = driver.initial_offset()
+        deadline = time.monotonic() + 30
+        while "eventTimeStalled" not in driver.report() and time.monotonic() < deadline:
+            assert driver.next_offset(start) is start, "nothing planned while the record's time is being taken"
+            time.sleep(0.1)
+        stalled, = driver.report()["eventTimeStalled"]
+        assert re.fullmatch(f"eventTime.extractor 'kafkasync_dev.testing.extractors:waits_for_release' has been "
+                            f"taking the time of {topic}-0 offset 0 for \\d+ s", stalled), stalled
+        extractors.RELEASE.set()
+        while driver.next_offset(start) is start and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "eventTimeStalled" not in driver.report()
+    finally:
+        extractors.RELEASE.set()
+        driver.close()
