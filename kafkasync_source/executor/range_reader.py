@@ -206,12 +206,13 @@ class RangeReader:
                 if error.code() == KafkaError._PARTITION_EOF:
                     # Everything below the event's offset has been seen: the rest of the range
                     # is an offset gap, unless the log was truncated below the range's end.
-                    if event.offset() < end:
-                        if not self._truncated_below_end(consumer, kafka_range, next_offset):
-                            continue
-                        lost = True
-                    next_offset = end
-                    break
+                    if event.offset() >= end:
+                        next_offset = end
+                    elif self._truncated_below_end(consumer, kafka_range, next_offset):
+                        # What came after it in this call (the log growing again) lies in
+                        # what was just skipped.
+                        next_offset, lost = end, True
+                        break
                 elif error.code() in _DATA_LOSS_CODES:
                     # What this call returned after the error came before the new assignment
                     # (if any): the reader goes on from what the assignment fetches.
