@@ -61,3 +61,24 @@ def test_a_consumer_taken_from_the_pool_fetches_at_once_where_it_stopped(kafka_c
     assert waited < 0.45, f"{waited:.2f} s to the first records after a resume"
     set_fetching(consumer, False)
     POOL.close_all()
+
+
+def test_a_pooled_consumer_whose_prefetch_reached_the_log_end_reads_the_next_range_at_once(
+    kafka_cluster, topic_factory
+):
+    """Its prefetch reached the log end, where the broker holds a fetch until records arrive
+    or fetch.wait.max.ms passes; that fetch is still in flight when a task takes the consumer
+    again, and the fetch from the next range's start waits for it. At librdkafka's default
+    (500 ms) each of these ranges took half a second (510 ms on Kafka 4.3.1 too)."""
+    POOL.close_all()
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(300)])
+    reader = _reader(kafka_cluster, topic)
+    assert _offsets(reader, KafkaRange(topic, 0, 0, 100)) == list(range(100))
+    reused_before, started = POOL.reused, time.monotonic()
+    for start in (100, 150, 200, 250):
+        assert _offsets(reader, KafkaRange(topic, 0, start, start + 50)) == list(range(start, start + 50))
+    waited = time.monotonic() - started
+    assert POOL.reused - reused_before == 4  # one consumer, taken from the pool for each range
+    assert waited < 1.0, f"{waited:.2f} s for four 50-record ranges of a pooled consumer"
+    POOL.close_all()
