@@ -159,7 +159,7 @@ def readable(broker: ModelBroker, starts: Mapping[TopicPartition, int], cut: Cut
                 if broker.logs[p].consumed(o, broker.read_committed)] for p in cut.partitions}
 
 
-def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
+def assert_same_cut(index_cut: Cut, fetch_cut: Cut) -> None:
     assert index_cut.end_offsets == fetch_cut.end_offsets
     assert {p: d.status for p, d in index_cut.partitions.items()} == {
         p: d.status for p, d in fetch_cut.partitions.items()}
@@ -169,19 +169,17 @@ def assert_same_cut(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
     assert index_cut.idle_since == fetch_cut.idle_since
     assert index_cut.has_batch == fetch_cut.has_batch
     assert index_cut.records == fetch_cut.records
-    assert_same_times(index_cut, fetch_cut, limited=limited)
+    assert_same_times(index_cut, fetch_cut)
 
 
-def assert_same_times(index_cut: Cut, fetch_cut: Cut, *, limited: bool) -> None:
+def assert_same_times(index_cut: Cut, fetch_cut: Cut) -> None:
     if not fetch_cut.has_batch or fetch_cut.stream_time is None:
         return
-    # The index path records the time level a partition was cut at: never below the largest
-    # timestamp taken, equal where the partition was read to its end or nothing limits.
-    assert index_cut.stream_time is not None and index_cut.stream_time >= fetch_cut.stream_time
-    if not limited:
-        assert index_cut.stream_time == fetch_cut.stream_time
-    for p, decision in index_cut.partitions.items():
-        assert decision.partition_time >= fetch_cut.partitions[p].partition_time
+    # The partition time handed on is the largest time among the records taken, on both paths
+    # (tests/test_paths_differential.py follows it batch after batch).
+    assert {p: d.partition_time for p, d in index_cut.partitions.items()} == {
+        p: d.partition_time for p, d in fetch_cut.partitions.items()}
+    assert index_cut.stream_time == fetch_cut.stream_time
 
 
 @st.composite
@@ -258,20 +256,12 @@ def plan_both(scenario: dict, known: Optional[KnownFirstOffsets] = None) -> tupl
     return index_cut, fetch_cut
 
 
-def is_limited(scenario: dict) -> bool:
-    """Whether stream time may lie above the largest timestamp taken: a limit's level, or
-    (max.task.idle.ms=-1) a range whose records are all older than its partition time."""
-    limits = scenario["limits"]
-    return (limits.max_records is not None or limits.max_stream_time_step_ms is not None
-            or scenario["max_task_idle_ms"] == NEVER_WAIT)
-
-
 @settings(max_examples=examples(1500), deadline=None)
 @given(scenario=scenarios())
 def test_the_index_cut_equals_the_fetch_cut_or_says_it_cannot(scenario):
     index_cut, fetch_cut = plan_both(scenario)
     if index_cut is not None:
-        assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
+        assert_same_cut(index_cut, fetch_cut)
 
 
 def assert_same_records(scenario: dict, index_cut: Cut, fetch_cut: Cut) -> None:
@@ -279,7 +269,7 @@ def assert_same_records(scenario: dict, index_cut: Cut, fetch_cut: Cut) -> None:
     must hold the same records, with the same stream and partition times."""
     broker, starts = scenario["broker"], scenario["starts"]
     assert readable(broker, starts, index_cut) == readable(broker, starts, fetch_cut)
-    assert_same_times(index_cut, fetch_cut, limited=is_limited(scenario))
+    assert_same_times(index_cut, fetch_cut)
 
 
 @settings(max_examples=examples(2000), deadline=None)
@@ -314,7 +304,7 @@ def test_the_rate_limit_search_over_many_partitions_equals_the_fetch_cut(scenari
     asks the brokers only for the rest: on many partitions the cut stays the fetch path's."""
     index_cut, fetch_cut = plan_both(scenario)
     if index_cut is not None:
-        assert_same_cut(index_cut, fetch_cut, limited=True)
+        assert_same_cut(index_cut, fetch_cut)
     # Answers remembered within the plan imply others exactly: the same outcome.
     remembered, _ = plan_both(scenario, KnownFirstOffsets())
     assert remembered == index_cut
@@ -335,7 +325,7 @@ def test_in_order_logs_read_batch_after_batch_from_their_start_never_need_the_fe
                                           stream_time)}
         index_cut, fetch_cut = plan_both(scenario, known)
         assert index_cut is not None, "the index path fell back on an in-order log"
-        assert_same_cut(index_cut, fetch_cut, limited=is_limited(scenario))
+        assert_same_cut(index_cut, fetch_cut)
         if not index_cut.has_batch:
             break
         starts = index_cut.end_offsets

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from property_budget import examples
-from test_index_planner import assert_same_cut, assert_same_records, fetched, is_limited, scenarios
+from test_index_planner import assert_same_cut, assert_same_records, fetched, scenarios
 
 from kafkasync_source.driver.record_probe import _MOST_FOLLOWING
 from kafkasync_source.event_time import PARTITION_TIME, SKIPPED, KafkaSyncEventTimeError
@@ -300,7 +300,7 @@ def assert_cuts_batch_after_batch(scenario, records: OrderedRecords) -> None:
             assert_same_records(scenario, probe_cut, fetch_cut)
             assert probe_cut.has_batch == fetch_cut.has_batch
         else:
-            assert_same_cut(probe_cut, fetch_cut, limited=is_limited(scenario))
+            assert_same_cut(probe_cut, fetch_cut)
         if not probe_cut.has_batch:
             break
         starts = probe_cut.end_offsets
