@@ -451,12 +451,12 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
         reader = reader.option(key, value)
     costs, ledger = TriggerCosts(), Ledger()
     spark.streams.addListener(_listener(costs))
-    producer = _producer(bootstrap, topic, rate, minutes * 60, partitions)
     started = time.monotonic()
-    query = reader.load().writeStream.foreachBatch(ledger.sink).start()
-    jvm = _jvm_pid(spark)
+    producer = _producer(bootstrap, topic, rate, minutes * 60, partitions)
     series: list[dict[str, Any]] = []
     try:
+        query = reader.load().writeStream.foreachBatch(ledger.sink).start()
+        jvm = _jvm_pid(spark)
         while time.monotonic() - started < minutes * 60:
             time.sleep(max(0.0, started + (len(series) + 1) * SAMPLE_SECONDS - time.monotonic()))
             if query.exception() is not None:
@@ -470,7 +470,8 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
             time.sleep(1)
         final = sample(jvm, costs, started, heap=True)
     finally:
-        query.stop()
+        for active in spark.streams.active:
+            active.stop()
         if producer.poll() is None:
             producer.kill()
         spark.stop()
