@@ -14,7 +14,12 @@ algorithms here follow Spark's ``KafkaMicroBatchStream`` (connector/kafka-0-10-s
   Spark, the clock of the last batch starts at 0, so the first batch is never delayed.
 
 The synchronized cap (the first N records in Kafka Streams' processing order) is part of the
-cut itself and lives in :mod:`kafkasync_source.planning.planner`.
+cut itself and lives in :mod:`kafkasync_source.planning.planner`. What it counts depends on
+what the path planning the batch sees: the fetch path counts the records it buffered (those
+taking part in synchronization); the time-index and record-probe paths count offsets, as
+``format("kafka")`` does, since counting records would need every entry of the range read
+(:mod:`kafkasync_source.planning.index_planner`, "Where this path differs from the fetch
+path"). :func:`proportional_ends` counts offsets on every path.
 """
 
 from __future__ import annotations
