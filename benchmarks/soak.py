@@ -505,12 +505,35 @@ def _line(point: dict[str, Any]) -> str:
             f"{point['rows']:,} rows, latestOffset p50/p90/max {cost['p50']}/{cost['p90']}/{cost['max']} ms")
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """A result's series for docs/benchmarks.md: a row per 5 minutes, each holding its ten
+    30-second samples of runner RSS, and the window's batches and latestOffset time."""
+    rows = ["| minutes | runner RSS, MiB, every 30 s | largest worker RSS, MiB | JVM heap after full GC, MiB "
+            "| batches | latestOffset, ms: median of the 30-s p50s / p90s |", "|---|---|---|---|---|---|"]
+    series = result["series"]
+    for first in range(0, len(series), HEAP_EVERY):
+        points = series[first:first + HEAP_EVERY]
+        costs = sorted(cost for p in points for cost in [p["latest_offset_ms"]["p50"]] if cost is not None)
+        nineties = sorted(cost for p in points for cost in [p["latest_offset_ms"]["p90"]] if cost is not None)
+        heaps = [f"{p['jvm_heap_after_gc_mib']:.0f}" for p in points if p.get("jvm_heap_after_gc_mib")]
+        rss = " ".join(f"{p['runner_rss_mib']:.1f}" if p["runner_rss_mib"] else "-" for p in points)
+        rows.append(f"| {points[0]['minute']:.1f}–{points[-1]['minute']:.1f} | {rss} "
+                    f"| {max((max(p['worker_rss_mib'], default=0) for p in points), default=0):.0f} "
+                    f"| {' '.join(heaps) or '-'} | {sum(p['batches'] for p in points):,} "
+                    f"| {_quantile(costs, 0.5) or '-'} / {_quantile(nineties, 0.5) or '-'} |")
+    return "\n".join(rows)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--produce"]:
         servers, topic, rate, seconds, partitions = argv[1:6]
         print("PRODUCED " + json.dumps(produce(servers, topic, int(rate), float(seconds), int(partitions))),
               flush=True)
+        return 0
+    if argv[:1] == ["--markdown"]:
+        for path in argv[1:]:
+            print(markdown(json.load(open(path))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
