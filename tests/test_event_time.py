@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from confluent_kafka import Message
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from property_budget import examples
 
@@ -209,6 +209,30 @@ def test_one_path_one_canonical_spelling_and_time_source(steps, other_steps, dat
     assert (time_source(json_path(text)) == time_source(json_path(other))) == (steps == other_steps)
     assert canonical_time_source(f"eventTime.jsonPath={text!r} as epochMillis") == time_source(json_path(text)), \
         "a checkpoint that recorded the raw spelling continues on the same time source"
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.text(st.sampled_from("$.[]'* \t\n0123abc.\u00a0"), max_size=14).map(lambda text: "$" + text))
+def test_any_text_is_a_path_with_one_canonical_spelling_or_refused_naming_the_option(path):
+    try:
+        steps = [step for step, _ in parse_json_path(path)]
+    except ValueError as refused:
+        assert str(refused).startswith(f"Option 'eventTime.jsonPath' {path!r}")
+        return
+    assert [step for step, _ in parse_json_path(canonical_json_path(path))] == steps
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.one_of(st.text(max_size=40), st.text(max_size=12).map(lambda path: f"eventTime.jsonPath={path!r} as x"),
+                 st.text(st.sampled_from("{}[]()':\"1a$. \\"), max_size=12).map(
+                     lambda text: f"eventTime.jsonPath={text} as epochMillis")))
+@example("eventTime.jsonPath={[]: 1} as epochMillis")  # a literal Python refuses with TypeError
+def test_a_recorded_time_source_reads_back_whatever_the_checkpoint_holds(recorded):
+    """An offset's timeSource is user-visible JSON: anything it holds reads back (unchanged
+    unless it is a JSONPath spelled otherwise), never an error."""
+    canonical = canonical_time_source(recorded)
+    assert canonical == recorded or recorded.startswith("eventTime.jsonPath=")
+    assert canonical_time_source(canonical) == canonical
 
 
 # --- Headers ---------------------------------------------------------------------------------

@@ -27,7 +27,13 @@ from pyspark.sql import functions as F
 from kafkasync_dev.testing import Record, extractors
 from kafkasync_dev.testing.backfills import spans
 from kafkasync_dev.testing.heartbeats import HEARTBEAT, Heartbeats
-from kafkasync_dev.testing.invalid_times import assert_read_as_on_invalid, payload, with_numeric_lookalikes
+from kafkasync_dev.testing.invalid_times import (
+    assert_a_write_time_stands_in_under_the_promise,
+    assert_an_invalid_time_fails_its_whole_batch,
+    assert_read_as_on_invalid,
+    payload,
+    with_numeric_lookalikes,
+)
 from kafkasync_dev.testing.live_query import event_time_rows
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.sync_driver import SyncDriver
@@ -468,67 +474,19 @@ def test_a_stream_on_data_that_breaks_the_promise_fails_naming_the_record(spark,
 
 # --- Invalid times under the promise ---------------------------------------------------------
 
-Y2020 = 1_577_836_800_000  # 2020-01-01T00:00:00Z
-
-
-def promised_stream(spark, kafka_cluster, topic, tmp_path, rows, **options):
-    """A capped stream under eventTime.order=nonDecreasing collecting (offset, eventTime ms)."""
-    return (reader(spark, kafka_cluster.bootstrap_servers, topic, maxOffsetsPerTrigger=10,
-                   **{"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing", **options})
-            .selectExpr("offset", "unix_millis(eventTime) AS event").writeStream
-            .foreachBatch(lambda frame, _: rows.extend(frame.collect()))
-            .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="100 milliseconds")
-            .start())
-
-
 def test_under_the_promise_a_malformed_record_stamped_now_does_not_fail_a_backfill(
     spark, kafka_cluster, topic_factory, tmp_path
 ):
-    """onInvalid=recordTimestamp: a CDC backfill of 2020, re-written now, with one malformed
-    time. The write time shows in its eventTime and takes no part in the promise, so the next
-    valid record (2020, below "now") is no broken promise."""
-    topic = topic_factory(1)
-    values = [payload(Y2020 + 1000 * i) for i in range(30)]
-    values[12] = b'{"ts": "2020-13-01T00:00:00Z"}'
-    kafka_cluster.produce(topic, [Record(0, WRITTEN, None, value) for value in values])
-    rows: list = []
-    query = promised_stream(spark, kafka_cluster, topic, tmp_path, rows, **{"eventTime.onInvalid": "recordTimestamp"})
-    try:
-        deadline = time.monotonic() + 120
-        while len(rows) < 30 and query.exception() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert query.exception() is None, query.exception()
-        planned = as_json(query.lastProgress["sources"][0]["latestOffset"])["planning"]
-    finally:
-        query.stop()
-    assert sorted(rows) == [(i, WRITTEN if i == 12 else Y2020 + 1000 * i) for i in range(30)]
-    assert planned == "recordProbes", "planned from records read at chosen offsets"
+    assert_a_write_time_stands_in_under_the_promise(spark, kafka_cluster, topic_factory(1), str(tmp_path / "cp"),
+                                                    WRITTEN)
 
 
 def test_under_the_promise_an_invalid_time_the_driver_did_not_read_fails_its_whole_batch(
     spark, kafka_cluster, topic_factory, tmp_path
 ):
-    """onInvalid=fail: the driver plans from a few records, so it plans the invalid record into
-    a batch; an executor meets it and that batch fails, naming it and saying that its batch's
-    records were not processed (Spark cannot run a batch in part: event_time/seam.py)."""
-    topic = topic_factory(1)
-    values = [payload(T + i) for i in range(40)]
-    values[25] = b'{"id": 25}'
-    kafka_cluster.produce(topic, [Record(0, WRITTEN, None, value) for value in values])
-    rows: list = []
-    query = promised_stream(spark, kafka_cluster, topic, tmp_path, rows)
-    try:
-        with pytest.raises(StreamingQueryException, match=rf"no event time for {topic}-0 offset 25 .*the value "
-                                                          r"has no \$.ts.* fails as a whole \(earlier batches were "
-                                                          r"processed, no record of this one was\)"):
-            query.awaitTermination(120)
-        planned = as_json(query.lastProgress["sources"][0]["latestOffset"])["planning"]
-    finally:
-        query.stop()
-    offsets = sorted(row.offset for row in rows)
-    assert planned == "recordProbes"
-    assert offsets == list(range(len(offsets))) and len(offsets) in (10, 20), \
-        f"whole batches before the one holding offset 25, no record of it: {offsets}"
+    """Spark cannot run a batch in part (event_time/seam.py, "Invalid times")."""
+    assert_an_invalid_time_fails_its_whole_batch(spark, kafka_cluster, topic_factory(1), str(tmp_path / "cp"),
+                                                 T, WRITTEN)
 
 
 def test_an_extractor_that_does_not_return_is_named_in_the_live_report(kafka_cluster, topic_factory, monkeypatch):

@@ -298,7 +298,7 @@ def canonical_time_source(recorded: str) -> str:
         if not isinstance(path, str):
             return recorded
         return f"{EVENT_TIME_OPTIONS[JSON_PATH]}={canonical_json_path(path)!r} as {match['format']}"
-    except (ValueError, SyntaxError, MemoryError, RecursionError):  # literal_eval's failures
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # literal_eval's ({[]: 1}: TypeError)
         return recorded
 
 
