@@ -39,6 +39,7 @@ from kafkasync_source.event_time import (
 from kafkasync_source.event_time.json_path import canonical_json_path
 from kafkasync_source.event_time.seam import _ExtractedTime
 from kafkasync_source.executor.range_reader import _Columns
+from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
 T = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -209,6 +210,16 @@ def test_one_path_one_canonical_spelling_and_time_source(steps, other_steps, dat
     assert (time_source(json_path(text)) == time_source(json_path(other))) == (steps == other_steps)
     assert canonical_time_source(f"eventTime.jsonPath={text!r} as epochMillis") == time_source(json_path(text)), \
         "a checkpoint that recorded the raw spelling continues on the same time source"
+
+
+def test_a_checkpoint_that_recorded_another_spelling_of_the_path_continues_without_re_basing():
+    """Offsets written before timeSource was canonical hold the path as the user spelled it."""
+    recorded = {"version": 1, "topics": {"orders": {"0": {"offset": 5, "partitionTime": T}}}, "streamTime": T,
+                "timeSource": "eventTime.jsonPath=\"$['source']. ts_ms\" as epochMillis"}
+    offset = SyncOffset.from_json(recorded)
+    current = time_source(json_path("$.source.ts_ms"))
+    assert offset.time_source == current == "eventTime.jsonPath='$.source.ts_ms' as epochMillis"
+    assert offset.on_time_source(current) is offset, "stream and partition times kept"
 
 
 @settings(max_examples=examples(400), deadline=None)
