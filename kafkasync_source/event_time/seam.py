@@ -14,15 +14,17 @@ One seam
 Kafka timestamp) to a time code. The driver's fetcher (what the planner cuts by), the
 executors' range reader (the ``eventTime`` and ``partitionTime`` columns) and the time index's
 record probe all call it, so the driver's cut and the executors' rows cannot disagree. The
-planner stays pure: it sees ``(offset, time)`` pairs whatever their origin. A code is
+planner stays pure: it sees ``(offset, time)`` pairs whatever their origin. A code is (the
+negative ones named by :class:`~kafkasync_source.event_time.codes.TimeCode`)
 
 * ``>= 0``: the record's event time, epoch milliseconds (UTC);
 * :data:`NO_TIME` (-1): a record without a Kafka timestamp (Kafka's "no timestamp"): the
   planner gives it its partition's time so far, so it goes with its neighbours;
 * :data:`PARTITION_TIME` (-2): the partition's time so far (KIP-472), the same for the planner,
   and the ``eventTime`` column shows that time;
-* :data:`SKIPPED` (-3): an invalid time under ``eventTime.onInvalid=skip``: the record is read
-  (``eventTime`` null) and takes no part in synchronization at all — the driver does not buffer
+* :data:`SKIPPED` (-3): an invalid time under ``eventTime.onInvalid=skip`` (and under
+  ``recordTimestamp`` with the promise, below): the record is read (``eventTime`` null, or its
+  Kafka timestamp under ``recordTimestamp``) and takes no part in synchronization at all — the driver does not buffer
   it, so it neither advances nor caps stream time, and a partition holding only such records
   counts as empty (idle once caught up), as a record Kafka Streams'
   ``LogAndSkipOnInvalidTimestamp`` drops.
@@ -30,7 +32,8 @@ planner stays pure: it sees ``(offset, time)`` pairs whatever their origin. A co
 The seam is total: taking a time ends in a time or in an invalid time handled by
 ``eventTime.onInvalid``. Whatever a path, header, format or conversion raises on a record's
 bytes is an invalid time with that reason, never an exception of its own that could end the
-driver's fetch thread or fail a task without naming the record.
+driver's fetch thread or fail a task without naming the record (the process running out of
+memory or stack is no answer about the record: below).
 
 Invalid times
 -------------
