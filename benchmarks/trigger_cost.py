@@ -132,7 +132,7 @@ def _lookups(reader: KafkaSyncStreamReader) -> tuple[int, int, int]:
     the fetch path."""
     index = reader._sync_driver()._time_index
     return (0, 0, 0) if index is None else (index.reader.rounds, index.reader.partitions_asked,
-                                            index.reader.record_rounds)
+                                            index.records.rounds)
 
 
 def _next_batch(reader: KafkaSyncStreamReader, start: dict, limit: Any) -> tuple[float, dict]:

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 from test_kafkasync_broker import produce
 
+from kafkasync_source.driver.record_probe import ProbedRecords, RecordProbe
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
 from kafkasync_source.planning.planner import TopicPartition
@@ -188,7 +189,7 @@ def test_look_ups_over_many_partitions_and_a_largest_timestamp_asked_again_only_
     topic = topic_factory(partitions)
     produce(bootstrap_servers, topic, [(p, BASE_TS + p * 10 + i, b"r") for p in range(partitions) for i in range(2)])
     reader = TimeIndexReader({"bootstrap.servers": bootstrap_servers})
-    path = TimeIndexPath(reader)
+    path = TimeIndexPath(reader, ProbedRecords(RecordProbe({"bootstrap.servers": bootstrap_servers})))
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     start = SyncOffset({tp: PartitionOffset(0) for tp in tps})
     try:

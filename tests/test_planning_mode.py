@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError
 
 from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.driver.record_probe import ProbedRecords, RecordProbe
 from kafkasync_source.driver.time_index import TimeIndexReader
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
@@ -172,20 +173,20 @@ def test_a_record_found_past_where_the_probe_asked_is_remembered_at_its_own_offs
     topic = topic_factory(1)
     kafka_cluster.produce_transaction(topic, [Record(0, BASE_TS + i, None, b"t") for i in range(3)])  # 0-2, marker 3
     kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"p") for i in range(3)])  # 4-6
-    reader = TimeIndexReader({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    reader = ProbedRecords(RecordProbe({"bootstrap.servers": kafka_cluster.bootstrap_servers}))
     tp = TopicPartition(topic, 0)
     try:
         assert reader.first_records({tp: (3, 7)}) == {tp: (4, BASE_TS + 10)}
-        assert reader.record_rounds == 1
+        assert reader.rounds == 1
         assert reader.first_records({tp: (4, 7)}) == {tp: (4, BASE_TS + 10)}
         assert reader.first_records({tp: (4, 5)}) == {tp: (4, BASE_TS + 10)}
         assert reader.first_records({tp: (4, 4)}) == {tp: None}  # below the range's end only
-        assert reader.record_rounds == 1
+        assert reader.rounds == 1
         assert reader.first_records({tp: (5, 7)}) == {tp: (5, BASE_TS + 11)}
         assert reader.first_records({tp: (6, 7)}) == {tp: (6, BASE_TS + 12)}
-        assert reader.record_rounds == 1, "the records after an answer come with it (RecordProbe.read_on)"
+        assert reader.rounds == 1, "the records after an answer come with it (RecordProbe.read_on)"
         assert reader.first_records({tp: (0, 7)}) == {tp: (0, BASE_TS)}
-        assert reader.record_rounds == 2
+        assert reader.rounds == 2
     finally:
         reader.close()
 

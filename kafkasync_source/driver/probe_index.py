@@ -10,14 +10,17 @@ through the query's event-time seam (:class:`~kafkasync_source.driver.record_pro
 per trigger one round for the windows' last records (a partition whose end has not moved is
 answered from memory), and ``O(log n)`` rounds for a cut inside a window, all partitions in the
 same rounds; the record the probe is sent after each answer narrows the search too
-(:meth:`~kafkasync_source.driver.time_index.TimeIndexReader.known_first_record`). The executors
-read every record and check the promise on each.
+(:meth:`~kafkasync_source.driver.record_probe.ProbedRecords.known_first_record`). What the reads
+said is kept in one :class:`~kafkasync_source.planning.record_facts.RecordFacts`, dropped below
+each batch's start and forgotten where a log moved back. The executors read every record and
+check the promise on each.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from kafkasync_source.driver.record_probe import ProbedRecords
 from kafkasync_source.driver.time_index import IndexPath, TimeIndexReader, moved_back_reasons
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.planning.offsets import SyncOffset
@@ -29,16 +32,11 @@ class ProbeIndexPath(IndexPath):
     """The planner's input for partitions whose event times do not go backwards: per batch
     start, :class:`IndexedPartition` with the window's last record as its largest time."""
 
-    def __init__(self, reader: TimeIndexReader) -> None:
-        super().__init__(reader)
-        self._records = OrderedRecords(reader.first_records, reader.known_first_record)
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
+        super().__init__(reader, records)
+        self._ordered = OrderedRecords(records.first_records, records.known_first_record, records.facts)
         self._windows: dict[TopicPartition, tuple[int, int]] = {}
         self._partition_times: dict[TopicPartition, int] = {}
-
-    @property
-    def records_read(self) -> int:
-        """Records the driver's probes read since the query started."""
-        return self.reader.records_read
 
     def observe(
         self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
@@ -49,10 +47,12 @@ class ProbeIndexPath(IndexPath):
             tp for tp, position in start.partitions.items()
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
+        self.records.pass_positions(start.next_offsets())
         latest = self.reader.latest(active)
         moved_back = moved_back_reasons(start, latest)
         if moved_back:
-            self._records.forget()
+            for tp in moved_back:
+                self.forget(tp)
             raise IndexCannotAnswer(moved_back)
         self._partition_times = {tp: position.partition_time for tp, position in start.partitions.items()}
         self._windows = {}
@@ -60,8 +60,7 @@ class ProbeIndexPath(IndexPath):
             if end is not None:
                 stop = end if stop_offsets is None else min(end, stop_offsets.get(tp, end))
                 self._windows[tp] = (start.partitions[tp].next_offset, stop)
-        self._records.forget({tp: begin for tp, (begin, _) in self._windows.items()})
-        last = self._records.last_records(self._windows, self._partition_times)
+        last = self._ordered.last_records(self._windows, self._partition_times)
         states = {}
         for tp, position in start.partitions.items():
             offset = position.next_offset
@@ -78,5 +77,5 @@ class ProbeIndexPath(IndexPath):
         """``first(t)`` within each window of the batch from ``start`` (:meth:`observe` first)."""
         def first_offsets(times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
             windows = {tp: self._windows.get(tp, (start.partitions[tp].next_offset,) * 2) for tp in times}
-            return self._records.first_at_or_above(times, windows, self._partition_times)
+            return self._ordered.first_at_or_above(times, windows, self._partition_times)
         return first_offsets

@@ -19,6 +19,7 @@ from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.event_time import KAFKA_TIMESTAMP, SKIPPED, KafkaSyncEventTimeError, RecordTime
 from kafkasync_source.planning.index_planner import IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.planning.record_facts import RecordFacts
 
 _PROBE_TIMEOUT_S = 10.0
 Following = tuple[int, list[tuple[int, int]]]
@@ -268,3 +269,72 @@ class RecordProbe:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+class ProbedRecords:
+    """:data:`~kafkasync_source.planning.index_planner.FirstRecords` read with a
+    :class:`RecordProbe` and kept in :class:`~kafkasync_source.planning.record_facts.RecordFacts`:
+    a log does not change what lies at an offset until it moves back, so a backfill's largest
+    record is read once, not at every trigger, and a search's next round mostly asks where the
+    records that came after an answer lie. Whoever sees a log move back calls
+    :meth:`forget`; :meth:`pass_positions` at every trigger keeps the facts bounded by the
+    partitions."""
+
+    def __init__(self, probe: RecordProbe) -> None:
+        self._probe = probe
+        self.facts = RecordFacts()
+        self.rounds = 0
+        """Rounds of fetches since the query started (each: one fetch per leader)."""
+
+    def first_records(
+            self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        """Per partition ``(offset, end)``, the first record a consumer of the query's isolation
+        level reads in ``[offset, end)`` as ``(offset, time)``, or None. The consumer skips
+        transaction markers and, under read_committed, aborted records, as the executors' do.
+        Answered from the facts where they know, else in one round of fetches, each as small
+        as the broker allows (it always sends the whole record batch holding the offset)."""
+        facts = self.facts
+        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
+        asking: dict[TopicPartition, int] = {}
+        for tp, (offset, end) in ranges.items():
+            known = facts.first_record(tp, offset)
+            if known is not None:
+                answers[tp] = known if known[0] < end else None
+            elif facts.nothing_until(tp, offset) >= end:
+                answers[tp] = None
+            else:
+                asking[tp] = offset
+        if not asking:
+            return answers
+        self.rounds += 1
+        found = self._probe.first_records(asking, {tp: ranges[tp][1] for tp in asking})
+        for tp, record in found.items():
+            if record is not None:
+                facts.learn_first(tp, asking[tp], record)
+            else:  # nothing a consumer reads up to the end the probe reached
+                facts.learn_nothing_until(tp, asking[tp], ranges[tp][1])
+            answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
+        for tp, (after, records) in self._probe.read_on.items():
+            facts.learn_followers(tp, after, records)
+        return answers
+
+    def known_first_record(self, tp: TopicPartition, offset: int) -> Optional[tuple[int, int]]:
+        """:data:`~kafkasync_source.planning.record_search.KnownFirstRecord`: what
+        :meth:`first_records` answers at ``offset`` without reading, where the facts know."""
+        return self.facts.first_record(tp, offset)
+
+    def forget(self, tp: TopicPartition, from_offset: int = 0) -> None:
+        """``tp``'s log moved back (:meth:`RecordFacts.forget`)."""
+        self.facts.forget(tp, from_offset)
+
+    def pass_positions(self, positions: Mapping[TopicPartition, int]) -> None:
+        """The query stands at ``positions``: drop the facts it can no longer ask."""
+        self.facts.pass_positions(positions)
+
+    @property
+    def records_read(self) -> int:
+        """Records the driver read to check (or, for an event time, to give) answers."""
+        return self._probe.records_read
+
+    def close(self) -> None:
+        self._probe.close()

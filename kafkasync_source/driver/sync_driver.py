@@ -29,6 +29,7 @@ from kafkasync_source.driver.fetcher import DriverFetcher
 from kafkasync_source.driver.group_commit import GroupCommitter
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.driver.probe_index import ProbeIndexPath
+from kafkasync_source.driver.record_probe import ProbedRecords, RecordProbe
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.event_time import record_time, stalled_extractions, time_source
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
@@ -70,9 +71,10 @@ def _index_path(options: SourceOptions) -> Optional[TimeIndexPath | ProbeIndexPa
     reader = TimeIndexReader(
         options.client_config, **options.offset_reader_settings(),
         fall_back_on_failure=options.planning_mode != PLANNING_TIME_INDEX,
-        give_up_after_ms=options.poll_timeout_ms, record_time=record_time(event_time),
+        give_up_after_ms=options.poll_timeout_ms,
     )
-    return TimeIndexPath(reader) if event_time is None else ProbeIndexPath(reader)
+    records = ProbedRecords(RecordProbe(options.client_config, record_time(event_time)))
+    return TimeIndexPath(reader, records) if event_time is None else ProbeIndexPath(reader, records)
 
 
 def wall_clock_ms() -> int:
@@ -155,7 +157,15 @@ class SyncDriver:
         a few per partition and round of reads on an index path (each answer, and up to 16
         records its fetch brought after it, with an event time promised in order)."""
         return ((self._fetcher.records_read if self._fetcher is not None else 0)
-                + (self._time_index.reader.records_read if self._time_index is not None else 0))
+                + (self._time_index.records_read if self._time_index is not None else 0))
+
+    def forget_records(self, tp: TopicPartition, from_offset: int = 0) -> None:
+        """``tp``'s log moved back (truncated, records deleted, the topic deleted and
+        recreated): what the index path remembers of its records from ``from_offset`` on no
+        longer holds (:meth:`~kafkasync_source.planning.record_facts.RecordFacts.forget`).
+        Whatever notices a move back calls it."""
+        if self._time_index is not None:
+            self._time_index.forget(tp, from_offset)
 
     def commit(self, processed: SyncOffset) -> None:
         if self._group_committer is not None:
@@ -202,8 +212,13 @@ class SyncDriver:
         if partitions.keys() != start.partitions.keys():
             # New partitions enter (and deleted ones leave) the offsets through a batch of
             # their own, so every later batch has a logged start for them (replays stay exact).
+            # One that left and came back is a new log (a topic deleted and recreated).
+            for tp in partitions.keys() ^ start.partitions.keys():
+                self.forget_records(tp)
             return start.with_partitions(partitions)
         moved_back = self._fetcher.logs_moved_back() if self._fetcher is not None else {}
+        for tp, (_, restart) in moved_back.items():
+            self.forget_records(tp, restart)
         if moved_back:
             restarted = start.with_partitions({**start.partitions, **_moved_back(start, moved_back)})
             self._fetcher.position_at(restarted.next_offsets())  # type: ignore[union-attr]

@@ -24,11 +24,10 @@ A trigger costs, in rounds of ListOffsets requests (each one request per leader)
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from concurrent.futures import Future
-from typing import Any, Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 import numpy as np
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
@@ -39,8 +38,7 @@ from confluent_kafka.cimpl import _AdminClientImpl
 from kafkasync_source.config.client_config import non_consumer_settings
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError
-from kafkasync_source.driver.record_probe import RecordProbe
-from kafkasync_source.event_time import KAFKA_TIMESTAMP, RecordTime
+from kafkasync_source.driver.record_probe import ProbedRecords
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.planning.known_answers import KnownFirstOffsets
 from kafkasync_source.planning.offsets import SyncOffset
@@ -81,21 +79,21 @@ metadata on these errors before asking again (KAFKA-9535); the reader renews its
 leader that is down (its connection fails, or the request times out) is asked for the same
 way: the cached metadata may still name it."""
 
-_REMEMBERED_RECORDS = 100_000
-"""Answers of :meth:`TimeIndexReader.first_records` kept (oldest dropped first)."""
+
 class TimeIndexReader:
     """ListOffsets look-ups for a query's partitions; counts its rounds for metrics."""
 
     def __init__(self, client_config: Mapping[str, str], *, retries: int = 3,
                  retry_interval_ms: int = 1000, fall_back_on_failure: bool = False,
-                 give_up_after_ms: int = 120_000, record_time: RecordTime = KAFKA_TIMESTAMP) -> None:
+                 give_up_after_ms: int = 120_000) -> None:
         """``fall_back_on_failure`` (``planningMode=auto``): a failed look-up is not retried
         but raises :class:`IndexCannotAnswer`, so that the batch is planned from fetched
         records, whose errors (a deleted topic, lost records) the fetch path reports — until
         look-ups have failed for ``give_up_after_ms`` (``kafkaConsumer.pollTimeoutMs``)
         without one success: the cluster is then unreachable, and the query fails naming the
         brokers, the error and how long. Otherwise a look-up is retried ``retries`` times.
-        ``record_time``: the seam :meth:`first_records` reads a record's time with."""
+        It keeps no answer: what the index paths remember of records is
+        :class:`~kafkasync_source.driver.record_probe.ProbedRecords`' facts."""
         read_committed = client_config.get("isolation.level") == "read_committed"
         self._isolation = (IsolationLevel.READ_COMMITTED if read_committed
                            else IsolationLevel.READ_UNCOMMITTED)
@@ -107,19 +105,8 @@ class TimeIndexReader:
         self._failing_since: Optional[float] = None
         self._bootstrap = client_config.get("bootstrap.servers", "")
         self._retry_interval_s = retry_interval_ms / 1000
-        self._probe = RecordProbe(client_config, record_time)
-        self._first_records: dict[tuple[TopicPartition, int], tuple[int, int]] = {}
-        self._followers: dict[TopicPartition, tuple[int, list[int], list[tuple[int, int]]]] = {}
-        """Per partition, the records after its last answer that came with it (:data:`~kafkasync_source.
-        driver.record_probe.Following`) and their offsets: a log is append-only, so what they
-        say stays true, and a search's next round mostly asks where they lie."""
-        self._no_records_until: dict[tuple[TopicPartition, int], int] = {}
-        """Per (partition, offset), an end below which a probe found nothing to read there
-        (transaction markers and aborted records only): a search asks such offsets again."""
         self.rounds = 0
         """ListOffsets rounds since the query started (each: one request per leader)."""
-        self.record_rounds = 0
-        """Rounds of fetches that checked an answer's entry (:meth:`first_records`)."""
         self.partitions_asked = 0
         """Partitions asked over those rounds: what the driver's per-partition work scales with."""
         self.renewals = 0
@@ -163,68 +150,9 @@ class TimeIndexReader:
         return {tp: None if answer is None or answer[0] < 0 else answer
                 for tp, answer in answers.items()}
 
-    def first_records(
-            self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
-        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`: per partition ``(offset,
-        end)``, the first record a consumer of the query's isolation level reads in ``[offset,
-        end)`` as ``(offset, timestamp)``, or None. The consumer skips transaction markers
-        and, under read_committed, aborted records, as the executors' do.
-
-        One round of fetches, each as small as the broker allows (it always sends the whole
-        record batch holding the offset). An append-only log does not change what lies at an
-        offset, so answers are remembered: a backfill's largest record is fetched once, not
-        at every trigger."""
-        answers: dict[TopicPartition, Optional[tuple[int, int]]] = {}
-        asking: dict[TopicPartition, int] = {}
-        for tp, (offset, end) in ranges.items():
-            known = self.known_first_record(tp, offset)
-            if known is not None:
-                answers[tp] = known if known[0] < end else None
-            elif self._no_records_until.get((tp, offset), offset) >= end:
-                answers[tp] = None
-            else:
-                asking[tp] = offset
-        if not asking:
-            return answers
-        self.record_rounds += 1
-        found = self._probe.first_records(asking, {tp: ranges[tp][1] for tp in asking})
-        for tp, record in found.items():
-            if record is not None:
-                _remember(self._first_records, (tp, asking[tp]), record)
-                # And at its own offset: a search that finds a record past where it asked
-                # often asks for that record next (a window's largest readable one).
-                _remember(self._first_records, (tp, record[0]), record)
-            else:  # nothing a consumer reads up to the readable end the probe reached
-                _remember(self._no_records_until, (tp, asking[tp]), ranges[tp][1])
-            answers[tp] = record if record is not None and record[0] < ranges[tp][1] else None
-        for tp, (offset, records) in self._probe.read_on.items():  # the records after answers, sent with them
-            _remember(self._first_records, (tp, offset), records[0])
-            _remember(self._first_records, (tp, records[0][0]), records[0])
-            self._followers[tp] = (offset, [record[0] for record in records], records)
-        return answers
-
-    def known_first_record(self, tp: TopicPartition, offset: int) -> Optional[tuple[int, int]]:
-        """:data:`~kafkasync_source.planning.record_search.KnownFirstRecord`: what
-        :meth:`first_records` would answer at ``offset`` without reading, where it knows:
-        remembered, or among the records that came after the partition's last answer (each
-        is the first record at or after the offset after the one before it)."""
-        known = self._first_records.get((tp, offset))
-        if known is not None or tp not in self._followers:
-            return known
-        after, offsets, records = self._followers[tp]
-        if not after <= offset <= offsets[-1]:
-            return None
-        return records[bisect.bisect_left(offsets, offset)]
-
-    @property
-    def records_read(self) -> int:
-        """Records the driver read to check (or, for an event time, to give) answers."""
-        return self._probe.records_read
-
     def close(self) -> None:
         """AdminClient has no close(); dropping the reference destroys the handle."""
         self._admin = None  # type: ignore[assignment]
-        self._probe.close()
 
     def _list(self, specs: Mapping[TopicPartition, int], what: str) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """``(offset, timestamp)`` per partition for a time (or ``_LATEST``...) each, in one
@@ -326,13 +254,6 @@ class TimeIndexReader:
         return answers, failures
 
 
-def _remember(answers: dict, key: tuple[TopicPartition, int], answer: Any) -> None:
-    """Keeps at most ``_REMEMBERED_RECORDS`` answers, the oldest dropped first."""
-    if key not in answers and len(answers) >= _REMEMBERED_RECORDS:
-        answers.pop(next(iter(answers)))
-    answers[key] = answer
-
-
 def _kafka_error(err: KafkaException) -> KafkaError:
     return err.args[0] if err.args and isinstance(err.args[0], KafkaError) else KafkaError(KafkaError._FAIL, str(err))
 
@@ -347,15 +268,27 @@ def _retriable(error: KafkaError) -> bool:
 
 
 class IndexPath:
-    """What both index paths share: a :class:`TimeIndexReader` (the readable ends, the record
-    probe and its memory) and the planner's view of their answers."""
+    """What both index paths share: a :class:`TimeIndexReader` (the readable ends), the records
+    read at chosen offsets and what they said (:class:`~kafkasync_source.driver.record_probe.
+    ProbedRecords`), and the planner's view of their answers."""
 
-    def __init__(self, reader: TimeIndexReader) -> None:
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
         self.reader = reader
+        self.records = records
 
     def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
-        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered by the reader."""
-        return self.reader.first_records(ranges)
+        """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered."""
+        return self.records.first_records(ranges)
+
+    @property
+    def records_read(self) -> int:
+        """Records the driver's probes read since the query started."""
+        return self.records.records_read
+
+    def forget(self, tp: TopicPartition, from_offset: int = 0) -> None:
+        """``tp``'s log moved back: nothing remembered of it from ``from_offset`` on holds
+        (:meth:`~kafkasync_source.planning.record_facts.RecordFacts.forget`)."""
+        self.records.forget(tp, from_offset)
 
     @staticmethod
     def report_states(states: Mapping[TopicPartition, IndexedPartition]) -> dict[TopicPartition, PartitionState]:
@@ -363,14 +296,15 @@ class IndexPath:
 
     def close(self) -> None:
         self.reader.close()
+        self.records.close()
 
 
 class TimeIndexPath(IndexPath):
     """The planner's input from the brokers' index: :class:`IndexedPartition` per partition
     of a batch's start, read with two ListOffsets rounds (see the module docstring)."""
 
-    def __init__(self, reader: TimeIndexReader) -> None:
-        super().__init__(reader)
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
+        super().__init__(reader, records)
         self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
         """Per partition, the readable end when the brokers last answered its largest
         timestamp, and that answer (timestamp, offset)."""
@@ -382,6 +316,13 @@ class TimeIndexPath(IndexPath):
         known_answers`), from the brokers otherwise."""
         return self._known.remembering(self.reader.first_offsets, start.next_offsets())
 
+    def forget(self, tp: TopicPartition, from_offset: int = 0) -> None:
+        """Also the brokers' answers for ``tp`` (its largest timestamp, ``first(t)``): the log
+        they were given of is not the one read from now on."""
+        super().forget(tp, from_offset)
+        self._largest.pop(tp, None)
+        self._known.forget(tp)
+
     def observe(
         self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
     ) -> dict[TopicPartition, IndexedPartition]:
@@ -391,16 +332,17 @@ class TimeIndexPath(IndexPath):
             tp for tp, position in start.partitions.items()
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
+        self.records.pass_positions(start.next_offsets())
         latest = self.reader.latest(active)
+        moved_back = moved_back_reasons(start, latest)
+        for tp in moved_back:
+            self.forget(tp)
         largest = self._unchanged_largest(start, latest)
         # After latest: see the module docstring.
         largest.update(self.reader.largest([tp for tp in latest if tp not in largest]))
         self._largest = {tp: (latest[tp], answer) for tp, answer in largest.items()  # type: ignore[misc]
-                         if answer is not None and latest[tp] is not None}
-        moved_back = moved_back_reasons(start, latest)
+                         if answer is not None and latest[tp] is not None and tp not in moved_back}
         if moved_back:
-            self._largest = {}
-            self._known.forget()
             raise IndexCannotAnswer(moved_back)
         states = {}
         for tp, position in start.partitions.items():

@@ -91,9 +91,10 @@ class KnownFirstOffsets:
     def remembering(self, first_offsets: FirstOffsets, positions: Mapping[TopicPartition, int]) -> FirstOffsets:
         """``first_offsets`` for a batch from ``positions``: what the answers known imply,
         the brokers asked (in one call, one round) for the rest, their answers learnt."""
+        for tp in [tp for tp in self._known if tp not in positions]:
+            del self._known[tp]  # a partition the query no longer reads
         for tp, answers in self._known.items():
-            if tp in positions:
-                answers.forget_before(positions[tp])
+            answers.forget_before(positions[tp])
 
         def first_offsets_remembered(
                 times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
@@ -118,6 +119,7 @@ class KnownFirstOffsets:
 
         return first_offsets_remembered
 
-    def forget(self) -> None:
-        """After a log moved back (deleted and recreated, truncated): nothing known holds."""
-        self._known.clear()
+    def forget(self, tp: TopicPartition) -> None:
+        """After ``tp``'s log moved back (deleted and recreated, truncated): nothing known of it
+        holds."""
+        self._known.pop(tp, None)

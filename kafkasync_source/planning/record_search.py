@@ -16,9 +16,11 @@ record's of its partition — both follow from a few records:
   on which side the first record >= t lies.
 
 Each round asks every partition at once (one :data:`FirstRecords` call: one fetch per leader),
-``O(log n)`` rounds, and every record read is remembered: under the promise the records read so
-far, in offset order, are in time order too, so they narrow every later search (of this
-trigger's rate-limit levels, and of later triggers: the log is append-only). So are the records
+``O(log n)`` rounds, and every record read is remembered (in :class:`~kafkasync_source.planning.
+record_facts.RecordFacts`, which forgets them where a log moves back and drops them below the
+query's position): under the promise the records read so far, in offset order, are in time
+order too, so they narrow every later search (of this trigger's rate-limit levels, and of later
+triggers: the log is append-only). So are the records
 after each one read, where the reader knows them (:data:`KnownFirstRecord`: the broker sends
 whole record batches for each read, and the probe keeps up to 16 records after its answer,
 up to the end of the range it asked): a search reads just below where it expects its answer,
@@ -53,6 +55,7 @@ from typing import Callable, Mapping, Optional
 from kafkasync_source.event_time import broken_order
 from kafkasync_source.planning.index_planner import FirstRecords, IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.planning.record_facts import InOrder, RecordFacts
 
 KnownFirstRecord = Callable[[TopicPartition, int], Optional[tuple[int, int]]]
 """The first record with a time at or after an offset, ``(offset, time)``, where the reader
@@ -65,56 +68,25 @@ _Record = Optional[tuple[int, int]]
 
 _MOST_FOLLOWING = 64
 """Records after an answer taken from what the reader knows (it keeps fewer: 16 a read)."""
-_MOST_REMEMBERED = 4_096
-"""Records remembered per partition (those before the query's position are dropped first)."""
 
 
-class _Known:
-    """The records of one partition read so far, in offset order, and so in time order."""
-
-    __slots__ = ("offsets", "times")
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.times: list[int] = []
-
-    def add(self, tp: TopicPartition, offset: int, time: int) -> None:
-        """Remember a record; raise where it breaks the order of those known."""
-        at = bisect.bisect_left(self.offsets, offset)
-        if at < len(self.offsets) and self.offsets[at] == offset:
-            return
-        if at > 0 and self.times[at - 1] > time:
-            raise broken_order(tp.topic, tp.partition, offset, time,
-                               f"{self.times[at - 1]} at offset {self.offsets[at - 1]}")
-        if at < len(self.offsets) and self.times[at] < time:
-            raise broken_order(tp.topic, tp.partition, self.offsets[at], self.times[at],
-                               f"{time} at offset {offset}")
-        self.offsets.insert(at, offset)
-        self.times.insert(at, time)
-
-    def forget_before(self, start: int) -> None:
-        drop = bisect.bisect_left(self.offsets, start)
-        if len(self.offsets) - drop > _MOST_REMEMBERED:
-            drop = len(self.offsets) - _MOST_REMEMBERED
-        del self.offsets[:drop], self.times[:drop]
-
-    def search(self, time: int, start: int, end: int, partition_time: int) -> "_Search | _Record":
-        """The search for the first record >= time in ``[start, end)``, narrowed by the
-        records known: the last one below the time, the first one at or above it. Where
-        nothing lies between those two, the answer itself (a record, or None: none), with
-        no search: a trigger asked again from the same start knows every answer (4,096
-        partitions, capped: 9 levels of the rate limit, each asking most partitions)."""
-        offsets, times = self.offsets, self.times
-        first = bisect.bisect_left(offsets, start)
-        last = bisect.bisect_left(offsets, end)
-        at = bisect.bisect_left(times, time, first, last)
-        low = offsets[at - 1] + 1 if at > first else start
-        high = offsets[at] if at < last else end
-        if low >= high:
-            return (offsets[at], times[at]) if at < last else None
-        below = (offsets[at - 1], times[at - 1]) if at > first else (
-            (start - 1, partition_time) if 0 <= partition_time < time else None)
-        return _Search(time, low, high, below, (offsets[at], times[at]) if at < last else None)
+def _search(known: InOrder, time: int, start: int, end: int, partition_time: int) -> "_Search | _Record":
+    """The search for the first record >= time in ``[start, end)``, narrowed by the records
+    known: the last one below the time, the first one at or above it. Where nothing lies
+    between those two, the answer itself (a record, or None: none), with no search: a
+    trigger asked again from the same start knows every answer (4,096 partitions, capped: 9
+    levels of the rate limit, each asking most partitions)."""
+    offsets, times = known.offsets, known.times
+    first = bisect.bisect_left(offsets, start)
+    last = bisect.bisect_left(offsets, end)
+    at = bisect.bisect_left(times, time, first, last)
+    low = offsets[at - 1] + 1 if at > first else start
+    high = offsets[at] if at < last else end
+    if low >= high:
+        return (offsets[at], times[at]) if at < last else None
+    below = (offsets[at - 1], times[at - 1]) if at > first else (
+        (start - 1, partition_time) if 0 <= partition_time < time else None)
+    return _Search(time, low, high, below, (offsets[at], times[at]) if at < last else None)
 
 
 class _Search:
@@ -181,30 +153,18 @@ class OrderedRecords:
     """``largest`` and ``first(t)`` of partitions whose times do not go backwards, from the
     records ``first_records`` reads (see the module docstring)."""
 
-    def __init__(self, first_records: FirstRecords, known_first_record: Optional[KnownFirstRecord] = None) -> None:
+    def __init__(self, first_records: FirstRecords, known_first_record: Optional[KnownFirstRecord] = None,
+                 facts: Optional[RecordFacts] = None) -> None:
         """``known_first_record``: the first record at or after an offset where the reader
         learnt it without being asked (the records after an answer, sent with it); each
         record read is followed by those, so a search that read just below its target ends
-        without another round."""
+        without another round. ``facts``: where the records read and each window's last
+        record are kept — the reader's, so that one ``forget`` reaches all it knows."""
         self._first_records = first_records
         self._known_first_record = known_first_record
-        self._known: dict[TopicPartition, _Known] = {}
-        self._last: dict[TopicPartition, tuple[int, int, _Record]] = {}
-        """Per partition, the last call of :meth:`last_records`: ``(end, start, record)``."""
+        self._facts = RecordFacts() if facts is None else facts
         self.rounds = 0
         """Rounds of record reads since the query started (each: one fetch per leader)."""
-
-    def forget(self, starts: Optional[Mapping[TopicPartition, int]] = None) -> None:
-        """Drop what lies before each start (all, without starts: a log that moved back)."""
-        if starts is None:
-            self._known.clear()
-            self._last.clear()
-            return
-        for tp in list(self._known):
-            if tp in starts:
-                self._known[tp].forget_before(starts[tp])
-            else:
-                del self._known[tp]
 
     def last_records(self, windows: Mapping[TopicPartition, tuple[int, int]],
                      partition_times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
@@ -215,7 +175,7 @@ class OrderedRecords:
         last: dict[TopicPartition, tuple[int, int]] = {}  # offset, time
         empty_from = {}
         for tp, (start, end) in windows.items():
-            before = self._last.get(tp)
+            before = self._facts.last_record(tp)
             if before is not None and before[0] == end and (
                     before[2][0] >= start if before[2] is not None else before[1] <= start):
                 if before[2] is not None:
@@ -249,7 +209,8 @@ class OrderedRecords:
                     last[tp] = record
                 else:
                     empty_from[tp] = at
-        self._last = {tp: (end, start, last.get(tp)) for tp, (start, end) in windows.items()}
+        for tp, (start, end) in windows.items():
+            self._facts.remember_last(tp, end, start, last.get(tp))
         return {tp: (last[tp][1], last[tp][0]) if tp in last else None for tp in windows}
 
     def first_at_or_above(self, times: Mapping[TopicPartition, int],
@@ -262,7 +223,7 @@ class OrderedRecords:
         answers: dict[TopicPartition, _Record] = {}
         searches: dict[TopicPartition, _Search] = {}
         for tp, time in times.items():
-            search = self._known_of(tp).search(time, *windows[tp], partition_times.get(tp, -1))
+            search = _search(self._facts.in_order(tp), time, *windows[tp], partition_times.get(tp, -1))
             if isinstance(search, _Search):
                 searches[tp] = search
             else:
@@ -277,12 +238,6 @@ class OrderedRecords:
                 searches[tp].learn(at, found.get(tp), following.get(tp, ()))
         answers.update((tp, search.found) for tp, search in searches.items())
         return answers
-
-    def _known_of(self, tp: TopicPartition) -> _Known:
-        known = self._known.get(tp)
-        if known is None:
-            known = self._known[tp] = _Known()
-        return known
 
     def _read(self, ranges: Mapping[TopicPartition, tuple[int, int]], partition_times: Mapping[TopicPartition, int]
               ) -> tuple[dict[TopicPartition, _Record], dict[TopicPartition, tuple[_Record, ...]]]:
@@ -306,7 +261,7 @@ class OrderedRecords:
             if record[1] < partition_times.get(tp, -1):
                 raise broken_order(tp.topic, tp.partition, record[0], record[1],
                                    f"the partition's time {partition_times[tp]} before the batch")
-            self._known_of(tp).add(tp, record[0], record[1])
+            self._facts.in_order(tp).add(tp, record[0], record[1])
             answers[tp] = record
             if self._known_first_record is not None:
                 following[tp] = self._follow(tp, record[0], end)
@@ -320,7 +275,7 @@ class OrderedRecords:
         that asked — ending in None where the next lies past the range's end. They end at a
         record that takes its partition's time (left unused)."""
         assert self._known_first_record is not None
-        known, records = self._known_of(tp), list[_Record]()
+        known, records = self._facts.in_order(tp), list[_Record]()
         record = self._known_first_record(tp, offset + 1)
         while record is not None and record[1] >= 0 and len(records) < _MOST_FOLLOWING:
             if record[0] >= end:
