@@ -8,8 +8,9 @@ exception (``PyThreadState_SetAsyncExc``) is not delivered while the thread is i
 which is where a blocked call sits. So the call is watched instead:
 
 * :func:`watched` wraps a ``read(record)`` so that each call is registered, with its record and
-  start, for as long as it runs (a dict entry set and deleted: about 0.2 us a record, against
-  the microseconds a Python function costs);
+  start, for as long as it runs: a thread id, a clock read and a dict entry set and deleted a
+  record, a few plain Python calls' worth, small beside a user's Python function (the JSONPath
+  and header readers, which cannot block, are not wrapped);
 * :func:`stalled_extractions` lists the calls running longer than :data:`STALL_S`, naming each record: the
   driver's live report shows them (``eventTimeStalled`` in ``reportLatestOffset``);
 * a daemon thread, started by the first watched call of a process, logs each such call once, at
