@@ -101,10 +101,20 @@ def _serialization_context(topic: str) -> Any:
     return SerializationContext(topic, MessageField.VALUE)
 
 
+SERIALIZER_CONF = {"subject.name.strategy.type": "TOPIC"}
+"""The topic-name strategy (``<topic>-value``), named: confluent-kafka 2.16's default is
+ASSOCIATED, which first asks the registry's ``associations`` endpoint (Apicurio answers 404, and
+the serializer falls back to the topic name). Once, on a machine loaded 7x its cores, one of
+those 404s never reached the client and the producer waited for ever; naming the strategy
+skips the request, and what is registered and written is the same."""
+
+
 def _client(registry_url: str) -> Any:
+    """A registry client whose requests time out (confluent-kafka's default is no timeout at
+    all; a timed-out request is retried, ``max.retries``)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    return SchemaRegistryClient({"url": registry_url})
+    return SchemaRegistryClient({"url": registry_url, "timeout": 30})
 
 
 def avro_serializer(registry_url: str, schema: str, client: Optional[Any] = None) -> Callable[[dict, str], bytes]:
@@ -112,7 +122,7 @@ def avro_serializer(registry_url: str, schema: str, client: Optional[Any] = None
     registering it under ``<topic>-value`` (the topic-name strategy) at first use per topic."""
     from confluent_kafka.schema_registry.avro import AvroSerializer
 
-    serializer = AvroSerializer(client or _client(registry_url), schema)
+    serializer = AvroSerializer(client or _client(registry_url), schema, conf=SERIALIZER_CONF)
     return lambda record, topic: serializer(record, _serialization_context(topic))
 
 
@@ -181,7 +191,7 @@ def _encoder(fmt: str, registry_url: str) -> Callable[[Change, str], bytes]:
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
         order = order_message_class()
-        protobuf = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+        protobuf = ProtobufSerializer(order, client, {"use.deprecated.format": False, **SERIALIZER_CONF})
 
         def encode_protobuf(c: Change, topic: str) -> bytes:
             message = order(id=c.id, customer=c.customer, amount=c.amount, ts_ms=c.event_ms)
@@ -193,7 +203,7 @@ def _encoder(fmt: str, registry_url: str) -> Callable[[Change, str], bytes]:
 
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
-        serializer = JSONSerializer(ORDER_JSON_SCHEMA, client)
+        serializer = JSONSerializer(ORDER_JSON_SCHEMA, client, conf=SERIALIZER_CONF)
 
         def encode_json(c: Change, topic: str) -> bytes:
             instant = datetime.fromtimestamp(c.event_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
