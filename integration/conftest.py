@@ -55,7 +55,7 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-KAFKA_IMAGE = os.environ.get("KAFKASYNC_KAFKA_IMAGE", "apache/kafka:4.0.0")
+KAFKA_IMAGE = os.environ.get("KAFKASYNC_KAFKA_IMAGE", "apache/kafka:4.3.1")
 NO_BROKER = (
     "no Kafka broker: install Maven ('mvn') and Java 17+ so that the suite resolves Apache Kafka "
     "from Maven Central, or set KAFKASYNC_BOOTSTRAP=host:port, or KAFKA_HOME to an Apache Kafka "
