@@ -124,8 +124,30 @@ def test_librdkafkas_notes_on_a_repeat_do_not_make_it_a_new_cause(caplog):
         clock.now = 61
         log.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", again)
     written = [f"librdkafka FAIL [rdkafka#consumer-1] {line}" for line in (lines[0], lines[2], lines[5], lines[7])]
-    assert _records(caplog) == [*written, f"librdkafka FAIL [rdkafka#consumer-1] {again} "
-                                          f"(2 more since it was last logged)"]
+    # The causes not written for the interval expire; those with lines held back are written
+    # then (the last line held back, with the count), in the order they were first written.
+    expired = [f"librdkafka FAIL [rdkafka#consumer-1] {line} ({count} more since it was last logged, "
+               "this the last of them)" for line, count in ((lines[6], 2), (lines[9], 1), (lines[8], 1))]
+    assert _records(caplog) == [*written, *expired, f"librdkafka FAIL [rdkafka#consumer-1] {again} "
+                                                    f"(2 more since it was last logged)"]
+
+
+def test_what_is_remembered_is_bounded_by_the_causes_of_one_interval(caplog):
+    """A query that runs for weeks meets a new cause now and then (a broker replaced, a
+    partition's leader moved): each is remembered for one interval, not for good."""
+    clock = _Clock()
+    log = LibrdkafkaLog(logging.getLogger("test.librdkafka"), repeat_after_s=60, clock=clock)
+    with caplog.at_level(logging.INFO, logger="test.librdkafka"):
+        for second in range(10_000):
+            clock.now = second
+            log.log(logging.WARNING, "%s [%s] %s", "REQTMOUT", "rdkafka#consumer-1",
+                    f"[thrd:broker-{second}:9092/{second}]: broker-{second}:9092/{second}: timed out")
+            log.log(logging.WARNING, "%s [%s] %s", "REQTMOUT", "rdkafka#consumer-1",
+                    f"[thrd:broker-{second}:9092/{second}]: broker-{second}:9092/{second}: timed out")
+            assert len(log._seen) <= 60
+    records = _records(caplog)
+    assert len(records) == 2 * 10_000 - 60, "each cause once, and its repeat when it expired (not the last 60)"
+    assert records[60] == records[0] + " (1 more since it was last logged, this the last of them)", records[58:62]
 
 
 def test_a_line_held_back_comes_again_after_the_interval_with_its_count(caplog):

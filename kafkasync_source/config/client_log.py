@@ -12,6 +12,10 @@ per broker and cause: a broker refusing connections every second is one line, an
 after :data:`REPEAT_AFTER_S` with the count of lines held back, so a long outage is still
 seen in a long-running query's log. Messages come from librdkafka, which does not print
 configuration values; they pass through unchanged.
+
+What it remembers is bounded by the causes seen within one :data:`REPEAT_AFTER_S`, not by the
+query's age: a cause not written for that long is dropped (its next line would be written
+anyway), and one with lines held back is written then, with their count, so no count is lost.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
 from kafkasync_source.config.java_client_settings import with_shipped_stores_read
@@ -58,6 +63,18 @@ def _broker_and_cause(message: str) -> tuple[str, str]:
     return broker, _NUMBERS.sub("#", cause)
 
 
+class _Seen:
+    """A cause written at ``written``, and the lines of it held back since (the last one's
+    level, client and message, written with their count when the cause expires)."""
+
+    __slots__ = ("written", "held_back", "level", "client", "message")
+
+    def __init__(self, written: float) -> None:
+        self.written = written
+        self.held_back = 0
+        self.level, self.client, self.message = logging.NOTSET, "", ""
+
+
 class LibrdkafkaLog:
     """confluent-kafka's ``logger``: forwards each distinct (facility, broker, cause) once
     per :data:`REPEAT_AFTER_S`. Shared by every client of the process (the driver's and an
@@ -70,7 +87,9 @@ class LibrdkafkaLog:
         self._repeat_after_s = repeat_after_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str, str], list[float]] = {}  # key -> [last written, held back]
+        self._seen: OrderedDict[tuple[str, str, str], _Seen] = OrderedDict()
+        """Per (facility, broker, cause) written within the last ``repeat_after_s``, in the
+        order they were written: the oldest expire first, each in O(1)."""
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         facility, client, message = (str(arg) for arg in args) if len(args) == 3 else ("", "", msg % args)
@@ -79,12 +98,34 @@ class LibrdkafkaLog:
         now = self._clock()
         with self._lock:
             seen = self._seen.get(key)
-            if seen is not None and now - seen[0] < self._repeat_after_s:
-                seen[1] += 1
+            if seen is not None and now - seen.written < self._repeat_after_s:
+                seen.held_back += 1
+                seen.level, seen.client, seen.message = level, client, message
                 return
-            held_back = int(seen[1]) if seen is not None else 0
-            self._seen[key] = [now, 0]
-        suffix = f" ({held_back} more since it was last logged)" if held_back else ""
+            held_back = seen.held_back if seen is not None else 0
+            self._seen.pop(key, None)
+            expired = self._expire(now)
+            self._seen[key] = _Seen(now)
+        for (old_facility, _, _), old in expired:
+            self._write(old.level, old_facility, old.client, old.message,
+                        f" ({old.held_back} more since it was last logged, this the last of them)")
+        self._write(level, facility, client, message,
+                    f" ({held_back} more since it was last logged)" if held_back else "")
+
+    def _expire(self, now: float) -> list[tuple[tuple[str, str, str], _Seen]]:
+        """Drop the causes written ``repeat_after_s`` ago or more; those with lines held back
+        are returned, to be written with their count."""
+        held: list[tuple[tuple[str, str, str], _Seen]] = []
+        while self._seen:
+            oldest = next(iter(self._seen.items()))
+            if now - oldest[1].written < self._repeat_after_s:
+                break
+            self._seen.popitem(last=False)
+            if oldest[1].held_back:
+                held.append(oldest)
+        return held
+
+    def _write(self, level: int, facility: str, client: str, message: str, suffix: str) -> None:
         self._logger.log(level, "librdkafka %s [%s] %s%s", facility, client, message, suffix)
 
 
