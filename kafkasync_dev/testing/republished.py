@@ -65,11 +65,14 @@ class WindowedCount:
         return self.read - self.counted
 
 
-def windowed_count(spark: Any, source: str, bootstrap: str, topics: str, checkpoint: str,
-                   **options: Any) -> WindowedCount:
+def windowed_count(spark: Any, source: str, bootstrap: str, topics: str, checkpoint: str, *,
+                   event_time: Any = None, **options: Any) -> WindowedCount:
+    """``event_time``: the Column the window and watermark use; the JSON value's ``ts`` by
+    default (an Avro value's field: ``from_avro`` for format("kafka"), kafkasync's ``eventTime``)."""
     from pyspark.sql import functions as F
 
-    counts = (_stream(spark, source, bootstrap, topics, options).withColumn("event_time", _payload_time())
+    counts = (_stream(spark, source, bootstrap, topics, options)
+              .withColumn("event_time", _payload_time() if event_time is None else event_time)
               .withWatermark("event_time", WATERMARK).groupBy(F.window("event_time", WINDOW), "topic").count())
     latest: dict = {}
 

@@ -16,6 +16,10 @@
  *
  * Kafka Streams merges by time only the partitions of one task: partition p of each source
  * topic. Topics of one partition each (subscribed together) give one task that merges them all.
+ *
+ * -Dkafkasync.extractor=CLASS replaces JsonTsExtractor (e.g. AvroFieldExtractor, compiled beside
+ * this file with Apache Avro on the classpath); every other -Dkafkasync.* system property is
+ * put into the Streams config, where a Configurable extractor reads its settings.
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -80,7 +84,7 @@ public final class ProcessingOrder {
         }
     }
 
-    public static void main(String[] args) throws InterruptedException {
+    public static void main(String[] args) throws InterruptedException, ClassNotFoundException {
         if (args.length < 6) {
             System.err.println("usage: ProcessingOrder BOOTSTRAP APPLICATION_ID STATE_DIR RECORDS TIMEOUT_SECONDS TOPIC...");
             System.exit(64);
@@ -103,7 +107,14 @@ public final class ProcessingOrder {
         // the broker are processed in timestamp order. -1 would process whatever is buffered,
         // in an order that depends on fetch timing; above 0 would only add waiting at the end.
         config.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, 0L);
-        config.put(StreamsConfig.DEFAULT_TIMESTAMP_EXTRACTOR_CLASS_CONFIG, JsonTsExtractor.class);
+        String extractor = System.getProperty("kafkasync.extractor");
+        config.put(StreamsConfig.DEFAULT_TIMESTAMP_EXTRACTOR_CLASS_CONFIG,
+                extractor == null ? JsonTsExtractor.class : Class.forName(extractor));
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith("kafkasync.") && !name.equals("kafkasync.extractor")) {
+                config.put(name, System.getProperty(name));
+            }
+        }
         config.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
         List<String> order = new ArrayList<>(records);  // written by the stream thread only
