@@ -29,6 +29,14 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   batch's extraction takes (what ``snapshot()`` waited for while extraction ran under the
   fetcher's lock).
 
+**A field of a Schema Registry value** (``python -m benchmarks.event_time --avro-extraction``,
+:func:`avro_extraction`): the seam on one core with ``eventTime.field=source.ts_ms`` over
+Debezium change events written by confluent-kafka's ``AvroSerializer`` (about 200 B framed, a
+real registry: ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or one started here), beside
+``eventTime.jsonPath`` over the same events as JSON and over this file's orders (``$.ts``), record
+by record and a consume() batch at a time, in turns, best of :data:`REPEATS`. Records are
+``confluent_kafka.Message`` objects built in memory: what a consumer hands over, without a broker.
+
 ``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
 ``--beside-format-kafka``, in ``make parity``'s virtualenv (Spark's own connector at the same
 Spark), reads the backlog into a 5-minute window count on ``$.ts`` with a 10-minute watermark,
@@ -394,6 +402,66 @@ def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER
             "target_vs_format_kafka": 1.2}
 
 
+def debezium_events(count: int, registry_url: str, topic: str = "bench-debezium") -> tuple[list, list]:
+    """``count`` Debezium change events of an orders table (two updates to a create; an update
+    has ``before`` and ``after``), framed by ``AvroSerializer`` (one registered schema, about
+    150 B a record), and the same events as JSON: ``(avro values, json values)``."""
+    from kafkasync_dev.testing.debezium import VALUE_V2, avro_serializer, change_event, envelope_schema
+
+    encode = avro_serializer(registry_url, envelope_schema(VALUE_V2))
+    now = int(time.time() * 1000)
+    avro, as_json = [], []
+    for i in range(count):
+        row = {"id": f"order-{i:08d}", "customer": f"c{(i * 7919) % 1_000_000:07d}",
+               "amount": round((i % 10_000) / 7, 2), "currency": "EUR"}
+        event = change_event(row, now - 3_600_000 + i, now + i, op="u" if i % 3 else "c")
+        if event["op"] == "u":  # an update carries the row before it too, as Debezium's do
+            event["before"] = {**row, "amount": row["amount"] + 1}
+        avro.append(encode(event, topic))
+        as_json.append(json.dumps(event, separators=(",", ":")).encode())
+    return avro, as_json
+
+
+def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats: int = REPEATS) -> dict[str, Any]:
+    """Microseconds a record on one core to take the event time: ``eventTime.field`` on Avro
+    beside ``eventTime.jsonPath`` on JSON (see the module doc), best of ``repeats`` turns."""
+    from confluent_kafka import Message
+
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.event_time import EventTimeOptions, record_time
+    from kafkasync_source.executor.range_reader import ARROW_BATCH_ROWS
+
+    avro, debezium_json = debezium_events(sample, registry_url)
+    orders = [order(0, i, 1_700_000_000_000 + i) for i in range(sample)]
+    field = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "bench-debezium",
+                           "value.format": "avro-confluent", "schema.registry.url": registry_url,
+                           "eventTime.field": "source.ts_ms"}, streaming=True).event_time
+    seams = {"avro_field_source.ts_ms": (record_time(field), avro),
+             "json_path_$.source.ts_ms": (record_time(EventTimeOptions("jsonPath", "$.source.ts_ms")), debezium_json),
+             "json_path_$.ts_orders": (record_time(EventTimeOptions("jsonPath", "$.ts")), orders)}
+    records = {label: [Message(topic="bench", partition=0, offset=i, value=value, timestamp=(1, 0))
+                       for i, value in enumerate(values)] for label, (_, values) in seams.items()}
+    best: dict[str, dict[str, float]] = {label: {"per_record_us": float("inf"), "batch_us": float("inf")}
+                                         for label in seams}
+    for _ in range(repeats):
+        for label, (seam, _values) in seams.items():
+            messages = records[label]
+            started = time.perf_counter()
+            for message in messages:
+                seam.time_of(message)
+            per_record = (time.perf_counter() - started) * 1e6 / len(messages)
+            started = time.perf_counter()
+            for start in range(0, len(messages), ARROW_BATCH_ROWS):
+                seam.times_of(messages[start:start + ARROW_BATCH_ROWS])
+            batch = (time.perf_counter() - started) * 1e6 / len(messages)
+            best[label] = {"per_record_us": min(best[label]["per_record_us"], per_record),
+                           "batch_us": min(best[label]["batch_us"], batch)}
+    sizes = {label: sum(map(len, values)) / len(values) for label, (_, values) in seams.items()}
+    return {"records": sample, "value_bytes": sizes, "us_per_record": best,
+            "avro_vs_json_path": best["avro_field_source.ts_ms"]["batch_us"]
+            / best["json_path_$.source.ts_ms"]["batch_us"]}
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     import argparse
 
@@ -403,8 +471,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records: a smoke run")
     parser.add_argument("--beside-format-kafka", action="store_true",
                         help="only the windowed reads beside format(\"kafka\") (run in make parity's virtualenv)")
+    parser.add_argument("--avro-extraction", action="store_true",
+                        help="only eventTime.field on Avro beside eventTime.jsonPath, on one core (a registry)")
     args = parser.parse_args(argv)
     records = 1_000 if args.tiny else RECORDS_PER_PARTITION
+    if args.avro_extraction:
+        print(json.dumps(_with_registry(lambda url: avro_extraction(
+            url, 10_000 if args.tiny else EXTRACTION_SAMPLE, 1 if args.tiny else REPEATS)), indent=2))
+        return
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:
             figures: dict[str, Any] = {"skipped": why_not}
@@ -413,6 +487,21 @@ def main(argv: Optional[list[str]] = None) -> None:
         else:
             figures = run(bootstrap, records, repeats=1 if args.tiny else REPEATS)
     print(json.dumps(figures, indent=2))
+
+
+def _with_registry(measure_with: Any) -> dict[str, Any]:
+    """``measure_with(url)`` against ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or a registry started here."""
+    import os
+
+    from kafkasync_dev.testing.schema_registry import EXTERNAL_REGISTRY, RegistryUnavailable, start_registry
+
+    if os.environ.get(EXTERNAL_REGISTRY):
+        return measure_with(os.environ[EXTERNAL_REGISTRY].rstrip("/"))
+    try:
+        with start_registry() as registry:
+            return measure_with(registry.url)
+    except RegistryUnavailable as why:
+        return {"skipped": f"no Schema Registry: {why}"}
 
 
 if __name__ == "__main__":

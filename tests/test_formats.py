@@ -8,6 +8,7 @@ import io
 import json
 
 import fastavro
+import numpy as np
 import pytest
 from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from pyspark.sql import types as T
 
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.formats import framing
+from kafkasync_source.formats.avro_batch import NotInBatch
 from kafkasync_source.formats.avro import (
     _compile_leaf,
     _Names,
@@ -116,7 +118,7 @@ rows = st.fixed_dictionaries({
     "digest": st.binary(min_size=4, max_size=4),
     "kind": st.sampled_from(["A", "B"]),
     "choice": st.none() | st.integers(-2**31, 2**31 - 1) | st.text(max_size=5),
-    "updated_at": st.integers(0, 2**62),
+    "updated_at": st.integers(0, 253_402_300_799_999_999),  # up to year 9999: fastavro makes it a datetime
 })
 envelopes = st.fixed_dictionaries({
     "before": st.none() | rows, "after": st.none() | rows,
@@ -147,6 +149,30 @@ def test_the_field_reader_finds_what_fastavro_decodes(event):
             read_ts(payload)
     else:
         assert read_ts(payload) == event["ts_ms"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(envelopes, min_size=1, max_size=12), st.sampled_from(["source.ts_ms", "after.updated_at", "ts_ms"]))
+def test_a_batch_reads_what_each_record_reads_or_leaves_the_batch_to_them(events, path):
+    """The numpy batch reader (avro_batch.py) gives every record's value as the record reader
+    does, or declines the whole batch where one record has none (a null on the path)."""
+    payloads = [framed(ENVELOPE, event) for event in events]
+    steps = parse_field_path(path)
+    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, steps, 7)
+    expected = []
+    for payload in payloads:
+        try:
+            expected.append(leaf.read(payload, framing.HEADER_BYTES))
+        except InvalidTime:
+            expected.append(None)
+    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    ends = np.cumsum([len(p) for p in payloads])
+    starts = ends - [len(p) for p in payloads]
+    if None in expected:
+        with pytest.raises(NotInBatch):
+            leaf.read_batch(buf, starts + framing.HEADER_BYTES, ends)
+    else:
+        assert leaf.read_batch(buf, starts + framing.HEADER_BYTES, ends).tolist() == expected
 
 
 def test_a_payload_cut_short_runs_out_before_the_field():

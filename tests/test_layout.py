@@ -61,7 +61,7 @@ def test_the_formats_import_their_decoders_and_the_seam_only(module, modules):
     """``formats/`` runs where the seam runs (driver fetch path and executors): the registry client
     and the decoders, the seam's conversions and Spark's types, nothing of the driver, the
     executors or the planner."""
-    assert outside(modules, ("msgspec", "fastavro", "google.protobuf", "confluent_kafka.schema_registry",
+    assert outside(modules, ("msgspec", "numpy", "fastavro", "google.protobuf", "confluent_kafka.schema_registry",
                              "pyarrow", "pyspark.sql.types", "kafkasync_source.event_time",
                              "kafkasync_source.formats")) == [], module
 

@@ -33,13 +33,15 @@ _FORBIDDEN_CLIENT_SETTINGS = {
                            "refuses them too)",
 }
 
-_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config")
+_SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "oauthbearer.config", "user.info")
+"""``user.info``: ``schema.registry.basic.auth.user.info`` (``user:password``)."""
 
 SPARK_OPTIONS_REDACTION_REGEX = (
-    r"(?i)^kafka\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
+    r"(?i)^(kafka|schema\.registry)\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
 )
-"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` options whose
-values are secrets. Spark prints a data source's options in ``explain()`` and the UI, masking
+"""Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` and
+``schema.registry.*`` options whose values are secrets (``schema.registry.url`` is masked by
+Spark's own default, ``(?i)url``). Spark prints a data source's options in ``explain()`` and the UI, masking
 only those whose name or value matches that regex (default ``(?i)url``) or
 ``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
 ``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""

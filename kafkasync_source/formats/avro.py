@@ -31,8 +31,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from kafkasync_source.event_time.formats import InvalidTime, checked, converter
-from kafkasync_source.event_time.options import record_name
+from kafkasync_source.event_time.formats import MAX_TIME_MS, InvalidTime, checked, converter
+from kafkasync_source.event_time.options import EPOCH_MICROS, EPOCH_MILLIS, EPOCH_SECONDS, record_name
+from kafkasync_source.formats.avro_batch import NotInBatch, Program, path_program
 from kafkasync_source.formats.framing import HEADER_BYTES, read_varint, schema_id
 from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
@@ -184,6 +185,8 @@ class _Leaf:
 
     read: Callable[[bytes, int], Any]
     logical: Optional[str]
+    read_batch: Optional[Callable[[Any, Any, Any], Any]] = None
+    """``(buf, positions, ends) -> values`` over a batch (avro_batch.py); None: record by record."""
 
 
 def _field_index(reader_field: dict, writer_record: dict) -> Optional[int]:
@@ -253,7 +256,7 @@ def _compile_leaf(writer: _Names, reader_path: Optional[tuple[list[dict], Schema
                 raise _incompatible(schema_ref, ".".join(steps[:depth + 1]),
                                     "is missing from the writer schema and its default is null: no time")
             assert reader_path is not None
-            return _Leaf(_constant(default), _logical(reader_path[1]))
+            return _Leaf(_constant(default), _logical(reader_path[1]), _constant_batch(default))
         stages.append((branch, record, index, prefix))
         schema = record["fields"][index]["type"]
     path = ".".join(steps)
@@ -265,12 +268,24 @@ def _compile_leaf(writer: _Names, reader_path: Optional[tuple[list[dict], Schema
         if reader_kind not in _PROMOTIONS.get(writer_kind, {writer_kind}):
             raise _incompatible(schema_ref, path, f"is a {writer_kind} in the writer schema, which does not "
                                                   f"resolve to the reader's {reader_kind}")
-    return _Leaf(_Generated(writer).path_reader(stages, leaf_branch, writer_kind, path), logical)
+    try:
+        batch = path_program(Program(writer.resolve, _kind), stages, leaf_branch, writer_kind)
+    except NotInBatch:
+        batch = None
+    return _Leaf(_Generated(writer).path_reader(stages, leaf_branch, writer_kind, path), logical, batch)
 
 
 def _constant(value: Any) -> Callable[[bytes, int], Any]:
     """The reader's default for a field the writer lacks: every record of that writer has it."""
     return lambda buf, pos: value
+
+
+def _constant_batch(value: Any) -> Optional[Callable[[Any, Any, Any], Any]]:
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return lambda buf, positions, ends: np.full(len(positions), value)
 
 
 class _Generated:
@@ -381,32 +396,52 @@ class _Compiled:
         reader = options.reader_schema()
         self._reader_path = None if reader is None else _reader_path(_Names(reader.schema_str), self._steps, path)
         self._readers: dict[int, Callable[[bytes], int]] = {}
+        self._leaves: dict[int, _Leaf] = {}
         self._lock = threading.Lock()
 
     def reader_for(self, schema_ref: int) -> Callable[[bytes], int]:
         found = self._readers.get(schema_ref)
         if found is None:
-            with self._lock:
-                found = self._readers.get(schema_ref)
-                if found is None:
-                    found = self._readers[schema_ref] = self._compile(schema_ref)
+            leaf = self.leaf(schema_ref)
+            convert = _time_converter(leaf.logical, self._format)
+            read = leaf.read
+
+            def time_of(payload: bytes) -> int:
+                return convert(read(payload, HEADER_BYTES))
+            found = self._readers[schema_ref] = time_of
         return found
 
-    def _compile(self, schema_ref: int) -> Callable[[bytes], int]:
-        writer = registry(self._options.registry).schema(schema_ref)
-        if (writer.schema_type or "AVRO") != "AVRO":
-            raise InvalidTime(f"schema id {schema_ref} is a {writer.schema_type} schema, not Avro")
-        leaf = _compile_leaf(_Names(writer.schema_str), self._reader_path, self._steps, schema_ref)
-        convert = _time_converter(leaf.logical, self._format)
-        read = leaf.read
+    def leaf(self, schema_ref: int) -> _Leaf:
+        """The compiled path of this writer schema (fetched and compiled once per process)."""
+        found = self._leaves.get(schema_ref)
+        if found is None:
+            with self._lock:
+                found = self._leaves.get(schema_ref)
+                if found is None:
+                    writer = registry(self._options.registry).schema(schema_ref)
+                    if (writer.schema_type or "AVRO") != "AVRO":
+                        raise InvalidTime(f"schema id {schema_ref} is a {writer.schema_type} schema, not Avro")
+                    found = self._leaves[schema_ref] = _compile_leaf(
+                        _Names(writer.schema_str), self._reader_path, self._steps, schema_ref)
+        return found
 
-        def time_of(payload: bytes) -> int:
-            return convert(read(payload, HEADER_BYTES))
-        return time_of
+    @property
+    def time_format(self) -> str:
+        return self._format
+
+
+_COMPILED: dict[tuple[Any, str, str], _Compiled] = {}
+
+
+def _compiled(options: Any, path: str, time_format: str) -> _Compiled:
+    """One :class:`_Compiled` per process and query options, shared by the record and batch readers."""
+    key = (options, path, time_format)
+    found = _COMPILED.get(key)
+    return found if found is not None else _COMPILED.setdefault(key, _Compiled(options, path, time_format))
 
 
 def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], int]:
-    compiled = _Compiled(options, path, time_format)
+    compiled = _compiled(options, path, time_format)
     payload_of = options.payload
     reader_for = compiled.reader_for
 
@@ -421,9 +456,76 @@ def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], in
     return read
 
 
-def batch_time_reader(options: Any, path: str, time_format: str) -> None:
-    """No faster batch path than :func:`time_reader` per record (see benchmarks/event_time.py)."""
-    return None
+_BATCH_UNITS = {EPOCH_MILLIS: (1, 1), EPOCH_SECONDS: (1000, 1), EPOCH_MICROS: (1, 1000)}
+"""``eventTime.format`` of a plain integer as ``(ms per unit, units per ms)``; ISO 8601 text and
+fractions are read record by record."""
+
+
+def batch_time_reader(options: Any, path: str, time_format: str) -> Callable[[list], Optional[list[int]]]:
+    """The seam's ``read_all``: a consume() batch's times from its values (avro_batch.py), None
+    unless every record has a valid time there (the seam then reads each record alone)."""
+    import numpy as np
+
+    compiled = _compiled(options, path, time_format)
+
+    def times(values: list) -> Optional[list[int]]:
+        count = len(values)
+        if not count:
+            return []
+        try:
+            lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
+        except TypeError:  # a tombstone
+            return None
+        if lengths.min() < HEADER_BYTES:
+            return None
+        buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        if buf[starts].any():
+            return None  # a payload without the magic byte
+        ids = buf[starts + 1].astype(np.int64) << 24 | buf[starts + 2].astype(np.int64) << 16 \
+            | buf[starts + 3].astype(np.int64) << 8 | buf[starts + 4].astype(np.int64)
+        schema_refs = np.unique(ids).tolist()
+        if len(schema_refs) == 1:  # the common case: one writer schema in the batch
+            found = _batch_times(compiled, schema_refs[0], buf, starts, ends)
+            return None if found is None else found.tolist()
+        result = np.empty(count, dtype=np.int64)
+        for schema_ref in schema_refs:  # a writer moving to its next version mid-batch
+            which = np.flatnonzero(ids == schema_ref)
+            found = _batch_times(compiled, schema_ref, buf, starts[which], ends[which])
+            if found is None:
+                return None
+            result[which] = found
+        return result.tolist()
+    return times
+
+
+def _batch_times(compiled: _Compiled, schema_ref: int, buf: Any, starts: Any, ends: Any) -> Optional[Any]:
+    """Epoch ms of each record of one writer schema, or None (read them one at a time)."""
+    import numpy as np
+
+    try:
+        leaf = compiled.leaf(schema_ref)
+    except Exception:  # noqa: BLE001 - an unknown id, a registry down, an incompatible writer: each record says
+        return None
+    if leaf.read_batch is None:
+        return None
+    try:
+        values = leaf.read_batch(buf, starts + HEADER_BYTES, ends)
+    except NotInBatch:
+        return None
+    unit, per_ms = _TIME_UNITS.get(leaf.logical or "") or _BATCH_UNITS.get(compiled.time_format, (0, 0))
+    if not unit or values.dtype.kind != "i":
+        return None
+    if unit == 1 and per_ms == 1:
+        millis = values
+    elif (np.abs(values) > (2**62) // unit).any():
+        return None
+    else:
+        millis = values * unit // per_ms
+    if (millis < 0).any() or (millis > MAX_TIME_MS).any():
+        return None
+    return millis
 
 
 # -- the value as columns --------------------------------------------------------------------
