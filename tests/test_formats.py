@@ -17,7 +17,6 @@ from pyspark.sql import types as T
 
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.formats import framing
-from kafkasync_source.formats.avro_batch import NotInBatch
 from kafkasync_source.formats.avro import (
     _compile_leaf,
     _Names,
@@ -27,6 +26,7 @@ from kafkasync_source.formats.avro import (
     check_resolution,
     parse_field_path,
 )
+from kafkasync_source.formats.avro_batch import NotInBatch
 from kafkasync_source.formats.options import require_extra
 from kafkasync_source.formats.registry import KafkaSyncFormatError, RegistrySettings
 
