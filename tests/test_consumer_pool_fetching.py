@@ -82,3 +82,74 @@ def test_a_pooled_consumer_whose_prefetch_reached_the_log_end_reads_the_next_ran
     assert POOL.reused - reused_before == 4  # one consumer, taken from the pool for each range
     assert waited < 1.0, f"{waited:.2f} s for four 50-record ranges of a pooled consumer"
     POOL.close_all()
+
+
+def test_a_consumers_prefetch_is_a_share_of_what_its_range_needs():
+    """librdkafka fetches until its queue holds queued.max.messages.kbytes, whatever the range still
+    needs; a pause for the pool drops the rest. Sized to 1/32 of the range, what a range's reader
+    fetches past its end is a few percent of it, not 16 MiB plus an 8 MiB fetch."""
+    from kafkasync_source.executor.range_reader import prefetch_settings
+
+    need = 6_250 * 1_016  # a capped backfill's range: 6,250 records of 1 KB
+    queue, settings = prefetch_settings(6_250, 1_016, {})
+    assert queue == need // 32
+    assert settings == {"queued.max.messages.kbytes": queue // 1024, "max.partition.fetch.bytes": queue}
+    # Not read yet in this worker: 1 KiB a record is assumed; a tiny range still fetches 64 KiB.
+    assert prefetch_settings(6_250, None, {})[0] == 6_250 * 1024 // 32
+    assert prefetch_settings(10, 100.0, {})[0] == 64 * 1024
+    # A share of a producer batch or more is fetched 8 MiB at a time (a fetch of one to a few
+    # batches wastes its cut-off batch), within librdkafka's queue of 16 MiB as before.
+    assert prefetch_settings(400_000, 1_016, {}) == (
+        16 * 1024 * 1024, {"queued.max.messages.kbytes": 16_384, "max.partition.fetch.bytes": 8 * 1024 * 1024})
+
+
+def test_the_users_queue_and_fetch_settings_win_over_the_sizing_and_defaults(kafka_cluster, topic_factory, monkeypatch):
+    """kafka.queued.max.messages.kbytes and kafka.fetch.queue.backoff.ms were silently
+    overridden by the range reader's own values."""
+    from kafkasync_source.executor import range_reader
+
+    POOL.close_all()
+    created: list[dict] = []
+    real = range_reader._new_consumer
+    monkeypatch.setattr(range_reader, "_new_consumer",
+                        lambda settings: created.append(dict(settings)) or real(settings))
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(p, BASE_TS + i, None, b"x") for p in (0, 1) for i in range(10)])
+    options = parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+                             "kafka.queued.max.messages.kbytes": "2048", "kafka.fetch.queue.backoff.ms": "50",
+                             "kafka.fetch.wait.max.ms": "20"}, streaming=True)
+    reader = RangeReader.from_options(options, kafka_schema(options.include_headers))
+    assert _offsets(reader, KafkaRange(topic, 0, 0, 10)) == list(range(10))
+    (settings,) = created
+    assert settings["queued.max.messages.kbytes"] == "2048"
+    assert settings["fetch.queue.backoff.ms"] == "50"
+    assert settings["fetch.wait.max.ms"] == "20"
+    assert settings["max.partition.fetch.bytes"] == 64 * 1024  # not set by the user: sized to the range
+    defaults = _reader(kafka_cluster, topic)
+    assert _offsets(defaults, KafkaRange(topic, 1, 0, 10)) == list(range(10))
+    assert created[1]["fetch.queue.backoff.ms"] == 1 and created[1]["queued.max.messages.kbytes"] == 64
+    POOL.close_all()
+
+
+def test_a_pooled_consumer_sized_for_another_range_is_replaced(kafka_cluster, topic_factory):
+    """A consumer created for a long range prefetches far past the end of a short one (and one
+    created for a short range reads a long one in needlessly many fetches): it is replaced."""
+    from kafkasync_source.executor.consumer_pool import prefetch_fits
+
+    assert prefetch_fits(100, 100) and prefetch_fits(0, 0)
+    assert prefetch_fits(200, 100) and not prefetch_fits(201, 100)  # oversized: more than 2x
+    assert prefetch_fits(25, 100) and not prefetch_fits(24, 100)  # undersized: less than 1/4
+    assert not prefetch_fits(0, 100) and not prefetch_fits(100, 0)  # the user's settings fix one, not the other
+    POOL.close_all()
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x" * 100) for i in range(10_100)])
+    reader = _reader(kafka_cluster, topic)
+    # Nothing read of the topic yet: 1 KiB a record assumed, a 320 KB prefetch for 10,000 records.
+    assert _offsets(reader, KafkaRange(topic, 0, 0, 10_000)) == list(range(10_000))
+    reused, resized = POOL.reused, POOL.resized
+    # 100-byte records learned: 50 of them want the smallest prefetch, 64 KiB, under half of 320 KB.
+    assert _offsets(reader, KafkaRange(topic, 0, 10_000, 10_050)) == list(range(10_000, 10_050))
+    assert (POOL.reused - reused, POOL.resized - resized) == (0, 1)
+    assert _offsets(reader, KafkaRange(topic, 0, 10_050, 10_100)) == list(range(10_050, 10_100))  # the same size
+    assert (POOL.reused - reused, POOL.resized - resized) == (1, 1)
+    POOL.close_all()

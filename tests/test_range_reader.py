@@ -1,5 +1,7 @@
 """Executor-side range reads against the embedded Kafka cluster (real protocol)."""
 
+import gc
+import itertools
 import time
 
 import pytest
@@ -543,3 +545,80 @@ def test_a_pooled_consumer_that_cannot_be_resumed_is_closed_and_the_retry_reads(
         resumed[0].assignment()
     monkeypatch.undo()
     assert offsets_of(reader, KafkaRange(topic, 0, 5, 10)) == list(range(5, 10))
+
+
+def _steps(seen, fail=False):
+    """A read's steps as collection_held runs them: records what it saw of the collector."""
+    for batch in ("a", "b"):
+        seen.append(("read", gc.isenabled()))
+        yield batch
+    if fail:
+        raise RuntimeError("a fetch failed")
+    return True
+
+
+def test_the_collector_is_held_off_while_reading_and_as_found_between_batches():
+    from kafkasync_source.executor.range_reader import collection_held
+
+    assert gc.isenabled()
+    seen: list = []
+    steps = collection_held(_steps(seen))
+    try:
+        while True:
+            next(steps)
+            seen.append(("consumer", gc.isenabled()))  # Spark's worker and the user's code
+    except StopIteration as done:
+        assert done.value is True
+    assert seen == [("read", False), ("consumer", True), ("read", False), ("consumer", True)]
+    assert gc.isenabled()
+
+
+def test_the_collector_is_restored_when_a_read_fails_or_is_closed_early():
+    from kafkasync_source.executor.range_reader import collection_held
+
+    failing = collection_held(_steps([], fail=True))
+    assert list(itertools.islice(failing, 2)) == ["a", "b"]
+    with pytest.raises(RuntimeError, match="a fetch failed"):
+        next(failing)
+    assert gc.isenabled()
+    seen: list = []
+    closed = collection_held(_steps(seen))
+    next(closed)
+    closed.close()  # Spark stopping early (a limit): the read's own cleanup runs, with collection on
+    assert gc.isenabled() and seen == [("read", False)]
+
+
+def test_a_collector_the_user_disabled_stays_disabled():
+    from kafkasync_source.executor.range_reader import collection_held
+
+    seen: list = []
+    gc.disable()
+    try:
+        for _ in collection_held(_steps(seen)):
+            seen.append(("consumer", gc.isenabled()))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == [("read", False), ("consumer", False), ("read", False), ("consumer", False)]
+
+
+def test_a_range_read_sets_off_no_collection_of_the_records_it_turns_into_a_batch(kafka_cluster, topic_factory, pool):
+    """consume() returns a new Message per record; kept until they become a batch, 5,000 of them
+    set off a young-generation collection every 700 allocations (CPython's threshold)."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, b"k", b"v") for i in range(5_000)])
+    reader = reader_for(kafka_cluster, topic)
+    collections: list[int] = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        batches = list(reader.read(KafkaRange(topic, 0, 0, 5_000)))
+    finally:
+        gc.callbacks.remove(count)
+    assert sum(b.num_rows for b in batches) == 5_000
+    # At most one, as the collector is re-enabled for the consumer of the one batch.
+    assert len(collections) <= 1, collections

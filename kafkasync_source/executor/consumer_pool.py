@@ -30,6 +30,14 @@ had fetched meanwhile), which is ``position`` with the ``stash`` already consume
 waits one fetch round trip for records a prefetch would have queued, and a range that starts
 past ``position`` (the partition's previous range was read in another worker) is assigned afresh
 rather than reached through prefetched records.
+
+What a resume or a closed consumer drops, the brokers sent for nothing, so each consumer's
+prefetch is sized at its creation to what the range it is created for still needs
+(``RangeReader``'s ``prefetch_settings``; librdkafka reads ``queued.max.messages.kbytes`` and
+``max.partition.fetch.bytes`` only then, ``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c).
+A pooled consumer sized for a range far larger or far smaller than the next one is replaced
+rather than reused (:func:`prefetch_fits`). The pool also remembers, per topic, the bytes per
+record its ranges held (:meth:`ConsumerPool.learn`), from which the next range's need is estimated.
 """
 
 from __future__ import annotations
@@ -45,6 +53,10 @@ from confluent_kafka import Consumer
 
 CAPACITY = 16
 IDLE_TIMEOUT_S = 60.0
+OVERSIZED, UNDERSIZED = 2, 4
+"""A pooled consumer whose prefetch is more than OVERSIZED times what a range wants would make
+the brokers send that much more past the range's end; one UNDERSIZED times smaller would read
+the range in needlessly many fetches. Either is closed and a consumer sized for the range created."""
 
 
 @dataclass(eq=False)
@@ -59,6 +71,13 @@ class PooledConsumer:
     position: Optional[int] = None
     stash: list = field(default_factory=list)
     last_used: float = 0.0
+    prefetch_bytes: int = 0
+    """The prefetch it was created with (0: the user's settings fix it, any range fits)."""
+
+
+def prefetch_fits(have: int, want: int) -> bool:
+    """Whether a consumer created with a prefetch of ``have`` bytes may read a range that wants ``want``."""
+    return have == want or (have > 0 and want > 0 and want / UNDERSIZED <= have <= want * OVERSIZED)
 
 
 class ConsumerPool:
@@ -75,17 +94,33 @@ class ConsumerPool:
         self.reused = 0
         self.repositioned = 0
         """Reused consumers the range reader had to assign afresh (see range_reader._skip_to)."""
+        self.resized = 0
+        """Pooled consumers replaced because their prefetch did not fit a range (prefetch_fits)."""
+        self._record_bytes: dict[str, float] = {}
 
-    def acquire(self, key: Hashable, create: Callable[[], Consumer]) -> PooledConsumer:
-        """The pooled consumer for ``key`` (taken out of the pool), or a new one."""
+    def acquire(self, key: Hashable, create: Callable[[], Consumer], prefetch_bytes: int = 0) -> PooledConsumer:
+        """The pooled consumer for ``key`` (taken out of the pool) if its prefetch fits
+        ``prefetch_bytes``, or a new one that ``create`` made with that prefetch."""
         with self._lock:
             self._close_idle()
             pooled = self._idle.pop(key, None)
-        if pooled is not None:
+        if pooled is not None and prefetch_fits(pooled.prefetch_bytes, prefetch_bytes):
             self.reused += 1
             return pooled
+        if pooled is not None:
+            self.resized += 1
+            pooled.consumer.close()
         self.created += 1
-        return PooledConsumer(create())
+        return PooledConsumer(create(), prefetch_bytes=prefetch_bytes)
+
+    def learn(self, topic: str, payload_bytes: int, records: int) -> None:
+        """What a range of ``topic`` held: its records' key and value bytes, and their number."""
+        if records:
+            self._record_bytes[topic] = payload_bytes / records
+
+    def record_bytes(self, topic: str) -> Optional[float]:
+        """Bytes per record the last range of ``topic`` read in this worker held, if any."""
+        return self._record_bytes.get(topic)
 
     def release(self, key: Hashable, pooled: PooledConsumer) -> None:
         """Return a consumer whose ``position`` and ``stash`` are exact, for the next range."""

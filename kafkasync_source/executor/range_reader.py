@@ -12,6 +12,8 @@ the high watermark has then been seen, and a range never ends beyond the high wa
 
 from __future__ import annotations
 
+import functools
+import gc
 import itertools
 import logging
 import time
@@ -51,6 +53,16 @@ ARROW_BATCH_ROWS = 10_000
 
 _POLL_SLICE_S = 0.5
 _PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+_PRODUCER_BATCH_BYTES = 1024 * 1024
+"""About the largest record batch a producer writes (librdkafka's ``batch.size`` 1,000,000 B, a
+broker's ``message.max.bytes`` 1 MiB by default)."""
+_QUEUE_BYTES = 16 * 1024 * 1024
+_MIN_PREFETCH_BYTES = 64 * 1024
+_PREFETCH_SHARE = 32
+"""A consumer's prefetch queue and its fetches are each this share of what its range needs."""
+_GUESSED_RECORD_BYTES = 1024
+"""Bytes per record assumed for a topic this worker has read no range of yet."""
+_FETCH_QUEUE_BACKOFF_MS = 1
 _FETCH_WAIT_MAX_MS = 10
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
@@ -109,11 +121,13 @@ class RangeReader:
         scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
-            pooled = POOL.acquire(key, lambda: Consumer(with_python_logging(config)))
+            prefetch_bytes, sized = prefetch_settings(
+                kafka_range.end - kafka_range.start, POOL.record_bytes(kafka_range.topic), self.client_config)
+            pooled = POOL.acquire(key, functools.partial(_new_consumer, {**config, **sized}), prefetch_bytes)
             poolable = False
             try:
                 set_fetching(pooled.consumer, True)  # paused while pooled (consumer_pool.py)
-                poolable = yield from self._read(pooled, kafka_range)
+                poolable = yield from collection_held(self._read(pooled, kafka_range))
             finally:
                 # A range left half-read (an error, Spark stopping early), or read past a data
                 # loss, leaves the consumer somewhere unknown: close it rather than pool it.
@@ -127,13 +141,8 @@ class RangeReader:
 
     def _consumer_config(self) -> dict:
         return {
-            # A broker answers a fetch with at most max.partition.fetch.bytes of a partition's
-            # log, cut wherever that falls (LogSegment.read slices raw bytes), and the client
-            # drops the cut-off record batch and fetches it again. With librdkafka's 1 MiB and
-            # producer batches of about 1 MB that re-sent 17% of a backlog (real broker, 8 x
-            # 50,000 x 1,000 B: 1.17 bytes sent per payload byte; 8 MiB: 1.05). The prefetch
-            # queue stays capped below. A kafka.max.partition.fetch.bytes option overrides it.
-            "max.partition.fetch.bytes": _PARTITION_FETCH_BYTES,
+            # max.partition.fetch.bytes and queued.max.messages.kbytes: sized per consumer to
+            # the range it is created for (prefetch_settings), unless the user set them.
             # A range ends at or below the log end the driver saw, so a reader never needs the
             # broker to hold a fetch for records to come (librdkafka's default: 500 ms). Such a
             # fetch, sent once the prefetch reached the log end, is still in flight when the
@@ -141,6 +150,12 @@ class RangeReader:
             # for it: 510 ms per 100-record range of a 2 MB partition on Kafka 4.3.1, 15-170 ms
             # where the prefetch had not reached the log end.
             "fetch.wait.max.ms": _FETCH_WAIT_MAX_MS,
+            # A prefetch sized to a share of the range is over its threshold after most fetches;
+            # librdkafka then looks again only after this backoff (its default: 1 s), while a
+            # task drains the queue in about a millisecond (see fetcher.py, benchmarks/raw.py).
+            "fetch.queue.backoff.ms": _FETCH_QUEUE_BACKOFF_MS,
+            # The user's kafka.* settings win over the defaults above (kafka.queued.*,
+            # kafka.fetch.* among them), not over the reader's own needs below.
             **self.client_config,
             # Needed even for assign(); nothing is ever committed to it (see consumer_group_id).
             "group.id": consumer_group_id(self.client_config),
@@ -148,12 +163,6 @@ class RangeReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
-            # Up to 16 consumers stay in each worker's pool (consumer_pool.py), prefetching: cap
-            # each one's queue (librdkafka's default is 64 MiB) ...
-            "queued.max.messages.kbytes": 16_384,
-            # ... and do not back off 1 s (the default) whenever that queue is over
-            # queued.min.messages: a task drains it at once (see fetcher.py, benchmarks/raw.py).
-            "fetch.queue.backoff.ms": 10,
         }
 
     def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
@@ -269,6 +278,7 @@ class RangeReader:
         if len(columns):
             yield columns.to_batch(self.arrow_schema)
         pooled.position = end
+        POOL.learn(topic, columns.payload_bytes, columns.records)
         return not lost
 
     @staticmethod
@@ -396,6 +406,75 @@ class RangeReader:
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
 
+def _new_consumer(settings: Mapping[str, object]) -> Consumer:
+    return Consumer(with_python_logging(dict(settings)))
+
+
+def prefetch_settings(
+    records: int, record_bytes: Optional[float], client_config: Mapping[str, str]
+) -> tuple[int, dict[str, int]]:
+    """The prefetch of a consumer created to read ``records`` offsets of records of about
+    ``record_bytes`` bytes (None: not known yet): its size in bytes (0 where the user's
+    settings fix it), and the librdkafka settings that make it, bar those the user set.
+
+    librdkafka fetches a partition while its queue holds less than ``queued.max.messages.kbytes``
+    (and ``queued.min.messages``), each fetch up to ``max.partition.fetch.bytes``, whatever the
+    reader still needs (``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c); both are read only
+    when a consumer is created. So a range's reader fetches up to about a queue and a fetch past
+    its end, all dropped when the consumer is paused for the pool (a pause starts a new fetch
+    version and purges the queue, ``rd_kafka_toppar_pause_resume`` in rdkafka_partition.c). At
+    librdkafka's 64 MiB queue, or the 16 MiB and 8 MiB fetches used before, a backfill capped
+    to 6,250 records of 1 KB per partition and trigger made the broker send 3.5 bytes per
+    payload byte; each a 1/32 share of the range bounds that overshoot to about 6% of it.
+
+    A fetch is cut wherever its byte limit falls (the broker's ``LogSegment.read`` slices raw
+    bytes) and the client drops the cut-off record batch, to fetch it again; librdkafka also
+    keeps each fetch within the queue's room (its debug log: fetches of 1.5-1.6 MB under a
+    1.6 MB queue and an 8 MiB ``max.partition.fetch.bytes``). A fetch smaller than one producer
+    batch returns exactly that batch (``minOneMessage``: the first batch is sent whole whatever
+    the limit), so it cuts nothing; one of many batches cuts at most one in many. In between it
+    wastes up to half of what it fetches: an uncapped read of 8 x 50,000 records of 1 KB in 1 MB
+    batches sent 1.30 bytes per payload byte with a 1.6 MB queue, 1.05 with 8 MiB fetches
+    (Kafka 4.3.1). So a share of a producer batch or more is read as before this sizing existed,
+    8 MiB at a time; it overshoots by at most 24 MiB, a small part of a range of that size."""
+    share = records * (record_bytes or _GUESSED_RECORD_BYTES) / _PREFETCH_SHARE
+    if share < _PRODUCER_BATCH_BYTES:
+        queue = fetch = int(max(share, _MIN_PREFETCH_BYTES))
+    else:
+        queue, fetch = _QUEUE_BYTES, _PARTITION_FETCH_BYTES
+    sized = {"queued.max.messages.kbytes": queue // 1024, "max.partition.fetch.bytes": fetch}
+    own = {key: value for key, value in sized.items() if key not in client_config}
+    return (queue if own else 0), own
+
+
+def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[pa.RecordBatch, None, bool]:
+    """``steps`` run with Python's cyclic garbage collector held off, and their consumer (Spark's
+    worker, and the user's code in it) between two batches with it as it found it.
+
+    Every record ``consume()`` returns is a new ``Message`` the collector tracks, and the read
+    keeps thousands alive until they become a batch: at CPython's thresholds that set off a
+    young-generation collection every 700 allocations, each traversing objects it knows are
+    acyclic (freed by reference counting as soon as the batch is built). Collection is
+    re-enabled before each batch is handed on, and when ``steps`` raises or is closed; a
+    collector the consumer disabled stays disabled (``gc.isenabled`` is asked at every step)."""
+    while True:
+        held = gc.isenabled()
+        if held:
+            gc.disable()
+        try:
+            batch = next(steps)
+        except StopIteration as done:
+            return done.value
+        finally:
+            if held:
+                gc.enable()
+        try:
+            yield batch
+        except GeneratorExit:
+            steps.close()
+            raise
+
+
 def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, int, str]:
     """The offsets ``[from, to)`` of ``[next_offset, end)`` that a log ``[low, high)`` no longer
     holds, and why: records deleted below the log start, or a log truncated below its end."""
@@ -433,6 +512,9 @@ class _Columns:
         self._partition_time = partition_time
         self._partition_time_column = partition_time_column
         self._event_time = event_time
+        self.payload_bytes = 0
+        self.records = 0
+        """Key and value bytes, and records, of every batch built so far."""
         self._clear()
 
     def _clear(self) -> None:
@@ -521,6 +603,8 @@ class _Columns:
             arrays.append(_timestamps(after, schema.field("partitionTime").type))
         for column in self.decoded:
             arrays.append(pa.concat_arrays(column) if len(column) != 1 else column[0])
+        self.payload_bytes += arrays[0].nbytes + arrays[1].nbytes
+        self.records += count
         self._clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
