@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import re
 import struct
 import threading
@@ -399,6 +400,25 @@ def test_a_value_nested_beyond_the_decoders_stack_fails_naming_the_record():
         seam.time_of(record(deep))
     with pytest.raises(KafkaSyncExtractionError, match="orders-1 offset 7 .*RecursionError"):
         seam.times_of([record(b'{"ts": 1}', offset=6), record(deep)])
+
+
+def _watchdog_running_in_a_forked_child(answer) -> None:
+    watch.watched(lambda record: 0, "a reader")
+    answer.put([thread.is_alive() for thread in watch._watchdog])
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python >= 3.12
+def test_a_forked_worker_runs_a_watchdog_of_its_own():
+    """PySpark's daemon forks its workers: a parent's watchdog thread does not exist there."""
+    watch.watched(lambda record: 0, "a reader")
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_watchdog_running_in_a_forked_child, args=(answer,))
+    child.start()
+    try:
+        assert answer.get(timeout=30) == [True]
+    finally:
+        child.join(30)
 
 
 def test_an_extractor_that_does_not_return_is_named_while_it_runs(monkeypatch, caplog):

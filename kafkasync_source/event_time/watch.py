@@ -20,6 +20,7 @@ which is where a blocked call sits. So the call is watched instead:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, Optional, TypeVar
@@ -75,6 +76,19 @@ def _start_watchdog() -> None:
             thread = threading.Thread(target=_watch, name="kafkasync-event-time-watchdog", daemon=True)
             thread.start()
             _watchdog.append(thread)
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (PySpark's daemon forks its workers) has none of its parent's threads:
+    forget the parent's watchdog and calls, so that the child's first watched reader starts its
+    own, and a lock held by a parent's thread at the fork cannot hang it."""
+    global _watchdog_lock
+    _watchdog_lock = threading.Lock()
+    _watchdog.clear()
+    _running.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _watch() -> None:
