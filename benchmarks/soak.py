@@ -386,6 +386,21 @@ def _spark(jars: Optional[str]) -> Any:
     return spark
 
 
+def _start(reader: Any, ledger: Ledger, attempts: int = 3) -> Any:
+    """The query, started again where Spark's source runner did not connect back: Spark gives a
+    Python worker it starts 10 s to (``PythonWorkerFactory.createSimpleWorker``, apache/spark
+    PR 43023), which importing PySpark and kafkasync can exceed on a loaded machine. Nothing was
+    read then (no batch ran), so a new query from the earliest offset reads the same records."""
+    query = reader.load().writeStream.foreachBatch(ledger.sink).start()
+    for _ in range(attempts - 1):
+        while query.isActive and query.lastProgress is None and query.exception() is None:
+            time.sleep(1)
+        if "failed to connect back" not in str(query.exception()):
+            break
+        query = reader.load().writeStream.foreachBatch(ledger.sink).start()
+    return query
+
+
 def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     from kafkasync_dev.testing.broker import KafkaBroker
 
@@ -459,7 +474,7 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
     producer = _producer(bootstrap, topic, rate, minutes * 60, partitions)
     series: list[dict[str, Any]] = []
     try:
-        query = reader.load().writeStream.foreachBatch(ledger.sink).start()
+        query = _start(reader, ledger)
         jvm = _jvm_pid(spark)
         while time.monotonic() - started < minutes * 60:
             time.sleep(max(0.0, started + (len(series) + 1) * SAMPLE_SECONDS - time.monotonic()))
