@@ -105,3 +105,41 @@ def test_min_partitions_option_is_validated():
     assert parse_options(base, streaming=True).min_partitions is None
     with pytest.raises(ValueError, match="minPartitions"):
         parse_options({**base, "minpartitions": "0"}, streaming=True)
+
+
+# --- eventTime.order=nonDecreasing: ranges split as without partition times -------------------
+
+def test_under_the_promise_a_partitions_range_splits_and_every_piece_keeps_the_batchs_partition_time():
+    """The promise no longer puts a partition's range in one task: the pieces are those of a read
+    without partition times, and each later piece names the batch's start offset and partition
+    time, from which its executor reads the time before it (executor/time_before.py)."""
+    ranges = [(P0, 100, 1100), (P1, 0, 40)]
+    times = {P0: 7_000, P1: -1}
+    promised = plan_input_partitions(ranges, max_records=300, min_partitions=4,
+                                     partition_times=times, in_time_order=True)
+    plain = plan_input_partitions(ranges, max_records=300, min_partitions=4)
+    assert [[(r.topic_partition, r.start, r.end) for r in g.ranges] for g in promised] == \
+        [[(r.topic_partition, r.start, r.end) for r in g.ranges] for g in plain]
+    pieces = sorted(r for g in promised for r in g.ranges)
+    assert len([r for r in pieces if r.partition == 0]) == 6  # 3 parts (minPartitions), each halved (300)
+    assert all((r.time_from, r.partition_time) == ((100, 7_000) if r.partition == 0 else (0, -1)) for r in pieces)
+    assert covered(promised) == covered(plain)
+
+
+def test_without_the_promise_a_followed_partition_time_keeps_each_range_in_one_piece():
+    """includePartitionTime or onInvalid=partitionTime without the promise: a later piece would
+    need every record before it, so the range is not split, whatever maxRecordsPerPartition says."""
+    plan = plan_input_partitions([(P0, 100, 1100)], max_records=300, min_partitions=4, partition_times={P0: 5})
+    assert [g.ranges for g in plan] == [(KafkaRange("t", 0, 100, 1100, 5),)]
+
+
+def test_a_three_partition_backfill_under_the_promise_fills_eight_slots():
+    """issue 53: with minPartitions=8 (a local[8] session's slots) a 3-partition backfill under
+    the promise is planned as 8 tasks, where it was 3."""
+    ranges = [(TopicPartition("t", p), 0, 50_000) for p in range(3)]
+    times = {TopicPartition("t", p): -1 for p in range(3)}
+    plan = plan_input_partitions(ranges, max_records=200_000, min_partitions=8,
+                                 partition_times=times, in_time_order=True)
+    assert len(plan) == 8
+    assert covered(plan) == {("t", p): list(range(50_000)) for p in range(3)}
+    assert len(plan_input_partitions(ranges, max_records=200_000, min_partitions=8, partition_times=times)) == 3

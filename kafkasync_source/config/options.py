@@ -176,6 +176,11 @@ class SourceOptions:
         )
 
     @property
+    def in_time_order(self) -> bool:
+        """The user promised each partition's times in order (``eventTime.order=nonDecreasing``)."""
+        return self.event_time is not None and self.event_time.non_decreasing
+
+    @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
 

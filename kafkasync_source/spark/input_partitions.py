@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Optional
 
 from pyspark.sql.datasource import InputPartition
@@ -33,9 +33,15 @@ class KafkaRange(InputPartition):
     start: int
     end: int
     partition_time: int = -1
-    """The partition's time before ``start`` (from the batch's start offset; -1: none), where
-    ``includePartitionTime`` continues its running maximum. Known for a batch's first piece of
-    a partition only: with the option on, a partition's range is not split."""
+    """The partition's time before ``time_from`` (from the batch's start offset; -1: none),
+    where the executor continues its running maximum (``includePartitionTime``,
+    ``eventTime.onInvalid=partitionTime``, the check of ``eventTime.order=nonDecreasing``)."""
+    time_from: Optional[int] = None
+    """Where ``partition_time`` stands: right before this offset (None: before ``start``). Under
+    ``eventTime.order=nonDecreasing`` a partition's range splits, and every piece keeps the
+    batch's start offset here: the time before a later piece's ``start`` is then the largest of
+    ``partition_time`` and the last valid time in ``[time_from, start)``, which its executor
+    reads itself (executor/time_before.py)."""
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -77,6 +83,7 @@ def plan_input_partitions(
     *,
     consumer_scope: str = "",
     partition_times: Optional[Mapping[TopicPartition, int]] = None,
+    in_time_order: bool = False,
 ) -> list[KafkaRanges]:
     """Input partitions for one batch.
 
@@ -93,15 +100,22 @@ def plan_input_partitions(
        input partitions, largest piece first onto the least loaded partition, never past
        ``max_records`` offsets per partition. format("kafka") never merges ranges (one task per
        range at least); merging is what makes a batch of many small ranges cheap.
+
+    ``partition_times``: each partition's time at the batch's start, where the executors follow
+    it through the records (``SourceOptions.tracks_partition_time``). A later piece's executor
+    must then know the running maximum of the records before its start. ``in_time_order``
+    (``eventTime.order=nonDecreasing``): that maximum is the last valid time before the piece
+    (or the batch's partition time), one record the executor reads itself, so ranges split as
+    without partition times. Otherwise it needs every record before: one piece per partition.
     """
     partition_times = partition_times or {}
     pieces = [
-        KafkaRange(tp.topic, tp.partition, start, end, partition_times.get(tp, -1))
+        KafkaRange(tp.topic, tp.partition, start, end, partition_times.get(tp, -1),
+                   start if partition_times and in_time_order else None)
         for tp, start, end in ranges if end > start
     ]
-    if partition_times:
-        # includePartitionTime: one piece per partition, or a later piece would not know the
-        # running maximum of the records before it. _pack gives an oversized piece a task.
+    if partition_times and not in_time_order:
+        # _pack gives an oversized piece a task of its own.
         return _pack(pieces, min_partitions or target_tasks or default_target_tasks(), max_records,
                      consumer_scope)
     pieces.sort()
@@ -136,7 +150,7 @@ def _split_evenly(piece: KafkaRange, parts: int) -> list[KafkaRange]:
         return [piece]
     bounds = [piece.start + piece.size * i // parts for i in range(parts + 1)]
     return [
-        KafkaRange(piece.topic, piece.partition, low, high)
+        replace(piece, start=low, end=high)
         for low, high in zip(bounds, bounds[1:])
         if high > low
     ]

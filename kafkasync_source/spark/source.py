@@ -183,7 +183,8 @@ class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
         # so partitionTime starts at the first record read.
         partition_times = {tp: -1 for tp in partitions} if options.tracks_partition_time else None
         return plan_input_partitions(ranges, options.max_records_per_partition, options.min_partitions,
-                                     consumer_scope=uuid.uuid4().hex, partition_times=partition_times)
+                                     consumer_scope=uuid.uuid4().hex, partition_times=partition_times,
+                                     in_time_order=options.in_time_order)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaRanges)

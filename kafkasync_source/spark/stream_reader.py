@@ -140,6 +140,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         return plan_input_partitions(
             ranges, self._options.max_records_per_partition, self._options.min_partitions,
             consumer_scope=self._consumer_scope, partition_times=partition_times,
+            in_time_order=self._options.in_time_order,
         )
 
     def _offset(self, offset: dict) -> SyncOffset:
