@@ -334,8 +334,13 @@ def spark(tmp_path_factory):
     # machine leave it the CPU instead (integration/test_three_brokers.py).
     extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     jars = spark_kafka_connector_jars()
-    if jars:  # format("kafka") beside kafkasync
-        extra["spark.jars"] = jars
+    if jars:  # format("kafka") beside kafkasync, and from_avro beside it for Avro values
+        from kafkasync_dev.testing.spark import spark_avro_jars
+
+        avro, problem = spark_avro_jars()
+        if problem:
+            SPARK_CONNECTOR_PROBLEM.append(problem)
+        extra["spark.jars"] = ",".join(filter(None, (jars, avro)))
     session = local_spark_session(
         "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
     )

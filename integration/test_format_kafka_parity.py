@@ -33,7 +33,7 @@ from test_kafkasync_broker import produce
 from kafkasync_dev.testing.backfills import spans
 from kafkasync_dev.testing.broker import KafkaBroker
 from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
-from kafkasync_dev.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka
+from kafkasync_dev.testing.spark import FORMAT_KAFKA_PROVIDER, has_format_kafka, has_spark_avro
 from kafkasync_source.spark.source import register
 
 BASE_TS = int(time.time() * 1000) - 6 * 3_600_000
@@ -293,3 +293,39 @@ def test_on_a_republished_topic_format_kafka_loses_what_kafkasyncs_event_time_ke
     assert counts["kafka"].read == counts["kafkasync"].read == backfill.records
     assert counts["kafkasync"].dropped == 0 and counts["kafka"].dropped > 500
     assert matches["kafkasync"] == data.matches and matches["kafka"] < data.matches
+
+
+def test_on_a_republished_debezium_avro_topic_from_avro_loses_what_kafkasyncs_event_field_keeps(
+    format_kafka, bootstrap_servers, schema_registry_url, tmp_path
+):
+    """The same re-published backfill as Debezium Avro envelopes written by confluent-kafka's
+    AvroSerializer (kafkasync_dev/testing/debezium.py), read with maxOffsetsPerTrigger=200 into
+    a 5-minute count with a 10-minute watermark on ``source.ts_ms``: format("kafka") as its users
+    decode Confluent-framed Avro (``substring(value, 6)`` drops the magic byte and schema id,
+    ``from_avro`` with the one writer schema pinned) loses records behind the watermark;
+    kafkasync with ``value.format=avro-confluent`` and ``eventTime.field=source.ts_ms`` none."""
+    pytest.importorskip("fastavro", reason="the registry extra (pip install 'kafkasync[registry]') is not installed")
+    if not has_spark_avro(format_kafka):
+        skip_without_connector("Spark's from_avro (org.apache.spark:spark-avro_2.13) is not on the classpath: "
+                               + ("; ".join(SPARK_CONNECTOR_PROBLEM) or "see kafkasync_dev/testing/spark.py"))
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from kafkasync_dev.testing.debezium import VALUE_V1, FramedWriter, envelope_schema
+
+    broker = KafkaBroker(bootstrap_servers)
+    backfill = spans(FramedWriter(broker, schema_registry_url), f"kafkasync-it-parity-debezium-{uuid.uuid4().hex[:8]}",
+                     republished=True)
+    decoded = from_avro(F.expr("substring(value, 6)"), envelope_schema(VALUE_V1))
+    runs = {"kafka": ({}, F.timestamp_millis(decoded.getField("source").getField("ts_ms"))),
+            "kafkasync": ({"value.format": "avro-confluent", "schema.registry.url": schema_registry_url,
+                           "eventTime.field": "source.ts_ms"}, F.col("eventTime"))}
+    counts = {source: windowed_count(format_kafka, source, bootstrap_servers, backfill.subscribe,
+                                     str(tmp_path / f"count-{source}"), event_time=event_time,
+                                     maxOffsetsPerTrigger=200, **options)
+              for source, (options, event_time) in runs.items()}
+    print(f"\nre-published Debezium Avro backfill of {backfill.records}: format(\"kafka\") + substring + from_avro "
+          f"dropped {counts['kafka'].dropped} in {counts['kafka'].batches} batches, kafkasync eventTime.field "
+          f"{counts['kafkasync'].dropped} in {counts['kafkasync'].batches}")
+    assert counts["kafka"].read == counts["kafkasync"].read == backfill.records
+    assert counts["kafkasync"].dropped == 0 and counts["kafka"].dropped > 500

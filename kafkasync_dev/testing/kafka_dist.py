@@ -207,6 +207,19 @@ def maven_spark_kafka_connector(spark_version: str, *, log=None) -> list[str]:
     return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
 
 
+SPARK_AVRO_POM = os.path.join(os.path.dirname(POM), "spark-avro.pom.xml")
+
+
+def maven_spark_avro(spark_version: str, *, log=None) -> list[str]:
+    """The jar that puts Spark's own ``from_avro``/``to_avro`` (``spark-avro_2.13``) on
+    ``spark.jars`` at ``spark_version`` (the running PySpark's), resolved once into the cache;
+    Apache Avro itself is among Spark's jars."""
+    libs = _resolve(SPARK_AVRO_POM, f"spark-avro-{spark_version}",
+                    f"Spark's Avro functions {spark_version} (org.apache.spark:spark-avro_2.13)",
+                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=spark-avro_2.13"], log)
+    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+
+
 def _resolve(pom: str, name: str, what: str, arguments: Sequence[str], log=None) -> str:
     """Runs ``mvn dependency:copy-dependencies`` on ``pom`` into ``<cache>/<name>/libs`` once;
     returns that directory. Says what it resolves and how long it took."""

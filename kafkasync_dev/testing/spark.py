@@ -70,8 +70,12 @@ def has_format_kafka(spark) -> bool:
     """Whether Spark's own Kafka source is on the session's classpath. Jars of ``spark.jars``
     are loaded by Spark's own class loader, the thread's context loader, not py4j's:
     ``Class.forName`` from Python does not see them."""
+    return _loadable(spark, FORMAT_KAFKA_PROVIDER)
+
+
+def _loadable(spark, name: str) -> bool:
     try:
-        spark._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(FORMAT_KAFKA_PROVIDER)
+        spark._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(name)
         return True
     except Exception:
         return False
@@ -96,3 +100,26 @@ def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
         return None, (f"Spark's Kafka connector {pyspark.__version__} cannot be had from Maven Central "
                       f"({str(exc).splitlines()[0][:200]}); `make parity` runs format(\"kafka\") on the "
                       "newest PySpark whose connector is served")
+
+
+SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.functions"
+
+
+def has_spark_avro(spark) -> bool:
+    """Whether Spark's own ``from_avro`` is on the session's classpath (:func:`has_format_kafka`)."""
+    return _loadable(spark, SPARK_AVRO_FUNCTIONS)
+
+
+def spark_avro_jars() -> tuple[Optional[str], Optional[str]]:
+    """``(jar, None)``: Spark's own Avro functions (``from_avro``) at the running PySpark's
+    version from Maven Central, for ``spark.jars`` beside :func:`format_kafka_jars` — what a
+    ``format("kafka")`` user decodes Confluent-framed Avro with — or ``(None, why not)``."""
+    import pyspark
+
+    from kafkasync_dev.testing.kafka_dist import maven_spark_avro
+
+    try:
+        return ",".join(maven_spark_avro(pyspark.__version__)), None
+    except RuntimeError as exc:
+        return None, (f"Spark's Avro functions {pyspark.__version__} cannot be had from Maven Central "
+                      f"({str(exc).splitlines()[0][:200]})")
