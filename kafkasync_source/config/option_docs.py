@@ -128,7 +128,9 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             'timestamp of the partition up to and including each record, continuing from the partition '
             "time in the batch's start offset — the same on every replay and after a restart. Computed by"
             " the executors from the records they read; with it a partition's range in a batch is read by"
-            ' one task (not split), so the running maximum is exact. A batch read starts it at its first '
+            ' one task (not split), so the running maximum is exact — unless `eventTime.order=nonDecreasing`'
+            ' is set: then ranges split, and each later piece continues from the last time before it. A '
+            'batch read starts it at its first '
             'record. See "Partition time on every record"'
         ),
     ),
@@ -168,7 +170,8 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             ' topic, partition, offset and why (Kafka Streams\' `FailOnInvalidTimestamp`); `skip`: read it '
             'with a null `eventTime`, taking no part in synchronization; `partitionTime`: the partition\'s'
             ' time so far (`UsePartitionTimeOnInvalidTimestamp`; fails while the partition has none; a '
-            "partition's range in a batch is then read by one task, as with `includePartitionTime`); "
+            "partition's range in a batch is then read by one task, as with `includePartitionTime`, "
+            'unless `eventTime.order=nonDecreasing`); '
             '`recordTimestamp`: its Kafka timestamp (with `eventTime.order=nonDecreasing` shown in the '
             'column only, taking no part in the promise nor in synchronization). Under '
             '`eventTime.order=nonDecreasing` `fail` fails the whole batch holding a record the driver '
@@ -187,8 +190,9 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             'records read at chosen offsets (a binary search, `O(log n)` records a partition and trigger) '
             'and the brokers send each record about once. The executors check the promise on every '
             'record: one whose time is below its partition\'s time before it fails the query, naming '
-            'topic, partition, offset and both times (a partition\'s range in a batch is read by one '
-            'task, as with `includePartitionTime`). See [Event time from the record](../event-time.md)'
+            'topic, partition, offset and both times. A partition\'s range splits as without the promise '
+            '(`maxRecordsPerPartition`, `minPartitions`): each later piece first reads the last record '
+            'with a time before its start. See [Event time from the record](../event-time.md)'
         ),
     ),
     OptionDoc(
