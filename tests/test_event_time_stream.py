@@ -474,11 +474,13 @@ def test_a_stream_on_data_that_breaks_the_promise_fails_naming_the_record(spark,
 
 # --- Invalid times under the promise ---------------------------------------------------------
 
+@pytest.mark.parametrize("planning_mode", ["auto", "fetch"])
 def test_under_the_promise_a_malformed_record_stamped_now_does_not_fail_a_backfill(
-    spark, kafka_cluster, topic_factory, tmp_path
+    spark, kafka_cluster, topic_factory, tmp_path, planning_mode
 ):
+    """On both paths: the stand-in takes no part in the promise, the planner's nor the executors'."""
     assert_a_write_time_stands_in_under_the_promise(spark, kafka_cluster, topic_factory(1), str(tmp_path / "cp"),
-                                                    WRITTEN)
+                                                    WRITTEN, planning_mode)
 
 
 def test_under_the_promise_an_invalid_time_the_driver_did_not_read_fails_its_whole_batch(

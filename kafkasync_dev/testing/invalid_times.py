@@ -85,17 +85,18 @@ def _planning(query: Any) -> str:
 
 
 def assert_a_write_time_stands_in_under_the_promise(spark: Any, cluster: Any, topic: str, checkpoint: str,
-                                                    written: int) -> None:
+                                                    written: int, planning_mode: str = "auto") -> None:
     """``eventTime.onInvalid=recordTimestamp``: a CDC backfill of 2020 on one partition,
     re-written at ``written`` (every record's Kafka timestamp), one time malformed. Every record
     is read; the malformed one's ``eventTime`` is its write time, which takes no part in the
-    promise, so the next valid record (2020, below it) is no broken promise."""
+    promise, so the next valid record (2020, below it) is no broken promise. ``planning_mode``
+    ``auto`` plans from records read at chosen offsets, ``fetch`` from every record."""
     values = [payload(Y2020 + 1000 * i) for i in range(30)]
     values[MALFORMED_AT] = b'{"ts": "2020-13-01T00:00:00Z"}'
     cluster.produce(topic, [Record(0, written, None, value) for value in values])
     rows: list = []
     query = promised_stream(spark, cluster.bootstrap_servers, topic, checkpoint, rows,
-                            **{"eventTime.onInvalid": "recordTimestamp"})
+                            **{"eventTime.onInvalid": "recordTimestamp", "planningMode": planning_mode})
     try:
         deadline = time.monotonic() + 120
         while len(rows) < len(values) and query.exception() is None and time.monotonic() < deadline:
@@ -105,7 +106,7 @@ def assert_a_write_time_stands_in_under_the_promise(spark: Any, cluster: Any, to
     finally:
         query.stop()
     assert sorted(rows) == [(i, written if i == MALFORMED_AT else Y2020 + 1000 * i) for i in range(len(values))]
-    assert planning == "recordProbes", "planned from records read at chosen offsets"
+    assert planning == {"auto": "recordProbes", "fetch": "fetch"}[planning_mode]
 
 
 def assert_an_invalid_time_fails_its_whole_batch(spark: Any, cluster: Any, topic: str, checkpoint: str,
