@@ -386,7 +386,7 @@ def _spark(jars: Optional[str]) -> Any:
     return spark
 
 
-def _start(reader: Any, ledger: Ledger, attempts: int = 3) -> Any:
+def _start(reader: Any, ledger: Ledger, attempts: int = 8) -> Any:
     """The query, started again where Spark's source runner did not connect back: Spark gives a
     Python worker it starts 10 s to (``PythonWorkerFactory.createSimpleWorker``, apache/spark
     PR 43023), which importing PySpark and kafkasync can exceed on a loaded machine. Nothing was
