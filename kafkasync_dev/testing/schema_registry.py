@@ -35,6 +35,7 @@ Java 21+ (:func:`find_java`): ``JAVA_HOME``, ``PATH``, the usual JDK directories
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import signal
@@ -212,13 +213,23 @@ class ApicurioRegistry:
         """Seconds from the JVM's start to the first answer of ``/subjects``."""
 
     def command(self) -> list[str]:
-        return [self._java, *REGISTRY_JVM,
+        return [self._java, *REGISTRY_JVM, *self._class_data_sharing(),
                 "-Dquarkus.http.host=127.0.0.1", f"-Dquarkus.http.port={self.port}",
                 "-Dquarkus.management.host=127.0.0.1", f"-Dquarkus.management.port={self._management_port}",
                 "-Dapicurio.rules.global.compatibility=BACKWARD",
                 # A line per request would fill the log; the app's own INFO lines stay.
                 "-Dquarkus.http.access-log.enabled=false",
                 "-jar", os.path.join(self._app, "quarkus-run.jar")]
+
+    def _class_data_sharing(self) -> list[str]:
+        """A dynamic CDS archive beside the app, one per JVM (JDK 19+, JEP 350 and JDK-8261455):
+        the first run writes it at exit, later runs map the classes they load from it instead
+        of parsing and verifying them. Measured here: about 8 s of CPU to the first answer
+        without it, 4.5-5 s with it; the same RSS. A stale or unreadable archive is ignored and
+        written again by the JVM itself."""
+        digest = hashlib.sha256(os.path.realpath(self._java).encode()).hexdigest()[:12]
+        archive = os.path.join(os.path.dirname(self._app), f"app-cds-{digest}.jsa")
+        return ["-XX:+AutoCreateSharedArchive", f"-XX:SharedArchiveFile={archive}"]
 
     def start(self, timeout: float = 120.0) -> "ApicurioRegistry":
         """Start the registry and wait until ``/subjects`` answers."""
