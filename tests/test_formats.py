@@ -238,6 +238,15 @@ def test_a_writer_that_does_not_resolve_fails_naming_the_schema_id_and_the_field
         check_resolution(_Names(json.dumps(writer)), _Names(json.dumps(V3)), 42)
 
 
+def test_a_mismatch_inside_a_union_branch_names_the_field_inside_it():
+    bad_row = {**ROW, "fields": [*ROW["fields"][:4], {"name": "score", "type": "string"}, *ROW["fields"][5:]]}
+    writer = {**ENVELOPE, "fields": [{"name": "before", "type": ["null", bad_row], "default": None},
+                                     *ENVELOPE["fields"][1:]]}
+    with pytest.raises(KafkaSyncFormatError, match="field 'before.score' is a string in the writer schema, which "
+                                                   "does not resolve to the reader's double"):
+        check_resolution(_Names(json.dumps(writer)), _Names(json.dumps(ENVELOPE)), 3)
+
+
 def test_resolution_follows_promotions_and_refuses_narrowing():
     wide = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "double"}]}
     narrow = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}

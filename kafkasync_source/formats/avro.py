@@ -606,8 +606,14 @@ def _mismatch(wn: _Names, w: Schema, rn: _Names, r: Schema, path: str,
         return None
     if rk == "union":
         for branch in r:
-            if _mismatch(wn, w, rn, branch, path, seen) is None:
+            if _mismatch(wn, w, rn, branch, path, seen.copy()) is None:
                 return None
+        # The branch the writer's value would take (same kind, and same name for a named type):
+        # its own mismatch names the field inside it, e.g. after.amount, not just after.
+        same = [b for b in r if _kind(rn.resolve(b)) == wk
+                and (_name(rn.resolve(b)) or "").rpartition(".")[2] == (_name(w) or "").rpartition(".")[2]]
+        if len(same) == 1:
+            return _mismatch(wn, w, rn, same[0], path, seen)
         return path, f"is a {wk} in the writer schema, which matches no branch of the reader's union"
     if wk in _PRIMITIVES or rk in _PRIMITIVES:
         if rk in _PROMOTIONS.get(wk, {wk}):

@@ -93,13 +93,7 @@ class FormatOptions:
         """The pinned reader schema (``confluent_kafka.schema_registry.Schema``), or None."""
         if self.reader_schema_id is None:
             return None
-        return registry(self.registry).schema(self.reader_schema_id, self.registry_fmt)
-
-    @property
-    def registry_fmt(self) -> Optional[str]:
-        """How schemas are asked for: Protobuf as the serialized descriptor, as confluent-kafka's
-        deserializer asks (``fmt='serialized'``)."""
-        return "serialized" if self.format == PROTOBUF else None
+        return registry(self.registry).schema(self.reader_schema_id)
 
     def _codec(self) -> Any:
         """The format's module, imported on first use (its decoders are the optional extra)."""
@@ -135,7 +129,7 @@ def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOption
                 f"the subject with '{options.part}.subject'."
             )
         return options
-    latest = client.latest(options.subject, options.registry_fmt)
+    latest = client.latest(options.subject)
     if latest is None:
         if required:
             raise ValueError(

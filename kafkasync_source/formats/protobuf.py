@@ -1,7 +1,11 @@
 """``protobuf-confluent``: Protobuf messages framed by Confluent's ``ProtobufSerializer``.
 
-The writer schema is fetched by id as the serialized ``FileDescriptorProto`` (``fmt=serialized``,
-as confluent-kafka's ``ProtobufDeserializer`` asks), built into a descriptor pool with the
+The writer schema is fetched by id as the serialized ``FileDescriptorProto``: Confluent's
+registry answers ``.proto`` text unless asked with ``format=serialized`` (as confluent-kafka's
+``ProtobufDeserializer`` asks), while Apicurio keeps the descriptor as the client sent it and
+answers ``format=serialized`` with an error (HTTP 500, "Syntax error in ....proto"; measured on
+Apicurio 3.3.3), so the schema is asked for as stored first and as ``serialized`` only when it
+is text. The descriptor is built into a pool with the
 well-known types and the schema's references (confluent-kafka's ``_init_pool`` and
 ``_resolve_named_schema``), and the message type is the one the record's message indexes name.
 A message is parsed whole (the C ``upb`` parser; Protobuf has no order to skip by) and the path
@@ -78,14 +82,20 @@ class _Messages:
         from google.protobuf.descriptor_pool import DescriptorPool
 
         known = registry(self._options.registry)
-        schema = known.schema(schema_ref, "serialized")
+        schema = known.schema(schema_ref)
         if schema.schema_type != "PROTOBUF":
             raise InvalidTime(f"schema id {schema_ref} is a {schema.schema_type} schema, not Protobuf")
+        name = f"kafkasync-schema-{schema_ref}.proto"
+        try:
+            proto = _str_to_proto(name, schema.schema_str)
+        except Exception:  # noqa: BLE001 - .proto text (Confluent's registry): ask for the descriptor
+            schema = known.schema(schema_ref, "serialized")
+            proto = None
         pool = DescriptorPool()
         _init_pool(pool)
         try:
             _resolve_named_schema(schema, known._client, pool)
-            proto = _str_to_proto(f"kafkasync-schema-{schema_ref}.proto", schema.schema_str)
+            proto = proto or _str_to_proto(name, schema.schema_str)
             pool.Add(proto)
             return pool.FindFileByName(proto.name)
         except Exception as err:  # noqa: BLE001 - a descriptor the pool refuses
@@ -155,13 +165,12 @@ def _struct(descriptor: Any, busy: set) -> Any:
 
 def _field_type(field: Any, busy: set) -> Any:
     import pyspark.sql.types as T
-    from google.protobuf.descriptor import FieldDescriptor as F
 
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
         return T.MapType(_single_type(key, busy), _single_type(value, busy), True)
     single = _single_type(field, busy)
-    return T.ArrayType(single, True) if field.label == F.LABEL_REPEATED else single
+    return T.ArrayType(single, True) if _repeated(field) else single
 
 
 def _single_type(field: Any, busy: set) -> Any:
@@ -183,7 +192,6 @@ def _single_type(field: Any, busy: set) -> Any:
 def _python(message: Any, reader: Any) -> dict:
     """A message as pyarrow takes it for the reader's struct: the fields it has set (others null),
     named as the reader names them."""
-    from google.protobuf.descriptor import FieldDescriptor as F
 
     row: dict[str, Any] = {}
     for field, value in message.ListFields():
@@ -194,11 +202,21 @@ def _python(message: Any, reader: Any) -> dict:
             inner = reader_field.message_type.fields_by_name["value"]
             row[field.name] = {k: _single(v, field.message_type.fields_by_name["value"], inner)
                                for k, v in value.items()}
-        elif field.label == F.LABEL_REPEATED:
+        elif _repeated(field):
             row[field.name] = [_single(v, field, reader_field) for v in value]
         else:
             row[field.name] = _single(value, field, reader_field)
     return row
+
+
+def _repeated(field: Any) -> bool:
+    """``is_repeated`` (protobuf 5.28+; ``label`` is gone in 7.x), else the label."""
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    return bool(field.label == F.LABEL_REPEATED)
 
 
 def _single(value: Any, field: Any, reader_field: Any) -> Any:
