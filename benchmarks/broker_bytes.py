@@ -9,7 +9,13 @@ with ``trigger(availableNow=True)`` by
 * kafkasync, ``planningMode=timeIndex``: the driver reads no record;
 * kafkasync, ``planningMode=fetch``: the driver fetches every record's timestamp;
 * ``format("kafka")``, when ``KAFKASYNC_SPARK_KAFKA_JARS`` puts its connector on Spark's
-  classpath (``run.py`` does that when it starts Spark).
+  classpath (``run.py`` does that when it starts Spark);
+* kafkasync (``timeIndex``) and ``format("kafka")`` again, capped: ``maxOffsetsPerTrigger`` of one
+  partition's records, the rate-limited backfill where each range ends mid-log and what a
+  consumer prefetched past its end is dropped (issue 53: 3.5 bytes per payload byte before the
+  prefetch was sized to the range).
+
+``python -m benchmarks.broker_bytes`` reads backlogs of 1,000 B and of 200 B values.
 
 And a transactional backlog (8 x 10,000 x 1,000 B, in transactions of 500 records of one
 partition, one in ten aborted), read under read_committed by kafkasync's default
@@ -210,19 +216,22 @@ def compare_transactional(spark: Any, records_per_partition: int = 10_000) -> di
     return results
 
 
-def compare(spark: Any, records_per_partition: int = RECORDS_PER_PARTITION) -> dict[str, Any]:
+def compare(spark: Any, records_per_partition: int = RECORDS_PER_PARTITION,
+            value_bytes: int = VALUE_BYTES) -> dict[str, Any]:
     """Bytes per payload byte and seconds per variant, or ``{"skipped": reason}``."""
     reason = skipped_because(spark)
     if reason:
         return {"skipped": reason}
     bootstrap = os.environ["KAFKASYNC_BOOTSTRAP"]
-    topic = f"kafkasync-bytes-{int(time.time())}"
-    payload = produce_backlog(bootstrap, topic, records_per_partition)
+    topic = f"kafkasync-bytes-{value_bytes}-{int(time.time())}"
+    payload = produce_backlog(bootstrap, topic, records_per_partition, value_bytes)
+    capped = {"maxOffsetsPerTrigger": str(records_per_partition)}
     variants = [("kafkasync timeIndex", "kafkasync", {"planningMode": "timeIndex"}),
-                ("kafkasync fetch", "kafkasync", {"planningMode": "fetch"})]
+                ("kafkasync fetch", "kafkasync", {"planningMode": "fetch"}),
+                ("kafkasync timeIndex capped", "kafkasync", {"planningMode": "timeIndex", **capped})]
     if has_format_kafka(spark):
-        variants.append(('format("kafka")', "kafka", {}))
-    results: dict[str, Any] = {"broker": bootstrap, "payload_bytes": payload,
+        variants += [('format("kafka")', "kafka", {}), ('format("kafka") capped', "kafka", capped)]
+    results: dict[str, Any] = {"broker": bootstrap, "payload_bytes": payload, "value_bytes": value_bytes,
                                "records": PARTITIONS * records_per_partition}
     if not has_format_kafka(spark):
         results["format_kafka_skipped"] = "KAFKASYNC_SPARK_KAFKA_JARS is not set"
@@ -230,10 +239,43 @@ def compare(spark: Any, records_per_partition: int = RECORDS_PER_PARTITION) -> d
     # on whichever variant runs first.
     _read_once(spark, bootstrap, topic, "kafkasync", {"planningMode": "fetch"})
     results.update(_measure_reads(spark, bootstrap, topic, payload, results["records"], variants))
-    if 'format("kafka")' in results:
-        results["timeIndex_speed_vs_format_kafka"] = (
-            results['format("kafka")']["seconds"] / results["kafkasync timeIndex"]["seconds"])
+    for suffix in ("", " capped"):
+        if f'format("kafka"){suffix}' in results:
+            results[f"timeIndex{suffix.replace(' ', '_')}_speed_vs_format_kafka"] = (
+                results[f'format("kafka"){suffix}']["seconds"] / results[f"kafkasync timeIndex{suffix}"]["seconds"])
     return results
+
+
+def range_reader_bytes(bootstrap: str, topic: str, records_per_partition: int, value_bytes: int,
+                       cap: int = 0) -> dict[str, Any]:
+    """What the executors' reads alone cost, without Spark: ``RangeReader`` reading every
+    partition of a :func:`produce_backlog` topic in ranges of ``cap / PARTITIONS`` records (all at
+    once when ``cap`` is 0), trigger after trigger, in one process whose consumer pool carries
+    over as a worker's does. Bytes the broker sent per payload byte, seconds, and this process's
+    CPU seconds per million records (``time.process_time``: its threads, librdkafka's among them;
+    not the machine's, which other work on a shared machine would swell)."""
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.executor.consumer_pool import POOL
+    from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
+    from kafkasync_source.spark.schema import kafka_schema
+
+    options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True)
+    reader = RangeReader.from_options(options, kafka_schema(options.include_headers))
+    per_range = cap // PARTITIONS if cap else records_per_partition
+    POOL.close_all()
+    rows = 0
+    with BrokerBytesSampler(int(bootstrap.split(",")[0].rsplit(":", 1)[1])) as sampler:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        for start in range(0, records_per_partition, per_range):
+            for partition in range(PARTITIONS):
+                kafka_range = KafkaRange(topic, partition, start, min(records_per_partition, start + per_range))
+                rows += sum(batch.num_rows for batch in reader.read(kafka_range))
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    POOL.close_all()
+    if rows != PARTITIONS * records_per_partition:
+        raise RuntimeError(f"RangeReader read {rows} of {PARTITIONS * records_per_partition} records")
+    return {"bytes_per_payload_byte": sampler.bytes_sent / (rows * (value_bytes + KEY_BYTES)),
+            "seconds": seconds, "cpu_s_per_million_records": cpu / rows * 1e6}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -243,8 +285,26 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 x 500 records a topic: a smoke run")
+    parser.add_argument("--no-spark", action="store_true",
+                        help="the executors' reads alone (range_reader_bytes), capped and uncapped, 1,000 B and 200 B")
     args = parser.parse_args(argv)
     plain_records, transactional_records = (500, 500) if args.tiny else (RECORDS_PER_PARTITION, 10_000)
+    if args.no_spark:
+        from kafkasync_dev.testing.local_broker import real_broker
+
+        with real_broker() as (bootstrap, why_not):
+            if bootstrap is None:
+                print(json.dumps({"skipped": why_not}))
+                return
+            results = {}
+            for value_bytes in (VALUE_BYTES, 200):
+                topic = f"kafkasync-bytes-reader-{value_bytes}-{int(time.time())}"
+                produce_backlog(bootstrap, topic, plain_records, value_bytes)
+                for cap in (plain_records, 0):
+                    results[f"{value_bytes} B, {'capped' if cap else 'uncapped'}"] = range_reader_bytes(
+                        bootstrap, topic, plain_records, value_bytes, cap)
+            print(json.dumps(results, indent=2))
+        return
 
     from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
@@ -262,6 +322,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         register(spark)
         try:
             print(json.dumps({"plain": compare(spark, plain_records),
+                              "plain 200 B": compare(spark, plain_records, value_bytes=200),
                               "transactional": compare_transactional(spark, transactional_records)}, indent=2))
         finally:
             spark.stop()

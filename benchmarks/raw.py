@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
+from typing import Optional
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -67,3 +68,99 @@ def raw_consume_rps(bootstrap: str, topic: Topic, runs: int = 5) -> dict:
     )
     return {"rps": statistics.median(rates), "runs_rps": [round(r) for r in rates],
             "default_backoff_rps": default}
+
+
+def cpu_per_record(bootstrap: str, topic: str, partitions: int, records_per_partition: int) -> dict:
+    """CPU seconds per million records of this process (``time.process_time``: every thread,
+    librdkafka's among them), for reading each partition of ``topic`` from offset 0:
+
+    * ``consume``: ``consume()`` alone, the records dropped: the floor any Python reader pays;
+    * ``arrow``: what kafkasync does with records already consumed, alone: its column builder
+      turning each ``consume()`` batch into one Arrow batch (the collector held off, as the reader
+      does; ``arrow_collecting``: with it on);
+    * ``range_reader``: ``RangeReader.read`` of each partition as one range, as a Spark task does
+      (no Spark: its own costs are the ``noop`` runs of ``run.py``).
+
+    Per process, not the machine's busy time: a shared machine's other work does not count."""
+    import gc
+
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.executor.consumer_pool import POOL
+    from kafkasync_source.executor.range_reader import KafkaRange, RangeReader, _Columns
+    from kafkasync_source.spark.schema import arrow_schema, kafka_schema
+
+    total = partitions * records_per_partition
+
+    def consume_each(keep: Optional[list]) -> float:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"kafkasync-bench-cpu-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+        started = time.process_time()
+        for partition in range(partitions):
+            consumer.assign([KafkaTopicPartition(topic, partition, 0)])
+            read = 0
+            while read < records_per_partition:
+                messages = consumer.consume(min(CONSUME_BATCH, records_per_partition - read), timeout=1.0)
+                read += len(messages)
+                if keep is not None:
+                    keep.append(messages)
+        seconds = time.process_time() - started
+        consumer.close()
+        return seconds
+
+    def build(batches: list, collecting: bool) -> float:
+        schema = arrow_schema(kafka_schema(False))
+        if not collecting:
+            gc.disable()
+        try:
+            started = time.process_time()
+            for messages in batches:
+                columns = _Columns(topic, False)
+                columns.extend(messages)
+                columns.to_batch(schema)
+            return time.process_time() - started
+        finally:
+            gc.enable()
+
+    def read_ranges() -> float:
+        options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True)
+        reader = RangeReader.from_options(options, kafka_schema(False))
+        POOL.close_all()
+        started = time.process_time()
+        for partition in range(partitions):
+            for _ in reader.read(KafkaRange(topic, partition, 0, records_per_partition)):
+                pass
+        seconds = time.process_time() - started
+        POOL.close_all()
+        return seconds
+
+    consumed: list = []
+    result = {"consume": consume_each(None), "range_reader": read_ranges()}
+    consume_each(consumed)
+    result["arrow"] = build(consumed, collecting=False)
+    result["arrow_collecting"] = build(consumed, collecting=True)
+    return {name: round(seconds / total * 1e6, 2) for name, seconds in result.items()}
+
+
+def main() -> None:
+    """``python -m benchmarks.raw``: :func:`cpu_per_record` on backlogs of 1 KB and 200 B records
+    (``broker_bytes.produce_backlog``), best of three, on a real broker."""
+    import json
+
+    from benchmarks.broker_bytes import PARTITIONS, RECORDS_PER_PARTITION, produce_backlog
+    from kafkasync_dev.testing.local_broker import real_broker
+
+    with real_broker() as (bootstrap, why_not):
+        if bootstrap is None:
+            print(json.dumps({"skipped": why_not}))
+            return
+        results = {}
+        for value_bytes in (1_000, 200):
+            topic = f"kafkasync-cpu-{value_bytes}-{uuid.uuid4().hex[:6]}"
+            produce_backlog(bootstrap, topic, RECORDS_PER_PARTITION, value_bytes)
+            runs = [cpu_per_record(bootstrap, topic, PARTITIONS, RECORDS_PER_PARTITION) for _ in range(3)]
+            results[f"{value_bytes} B"] = {name: min(run[name] for run in runs) for name in runs[0]}
+        print(json.dumps({"cpu_s_per_million_records": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -373,7 +373,11 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         (
             'passed to librdkafka; `kafka.sasl.jaas.config` PLAIN/SCRAM lines are translated to '
             '`sasl.username`/`sasl.password`. Java-client-only settings fail at start with the librdkafka'
-            ' setting to use, see [Java client settings](client-settings.md#java-client-settings)'
+            ' setting to use, see [Java client settings](client-settings.md#java-client-settings). '
+            'Any `kafka.queued.*`, `kafka.fetch.*` or `kafka.max.partition.fetch.bytes` you set wins over '
+            "the executors' own prefetch sizing ([Sizing the executors' consumers]"
+            "(../deployment.md#sizing-the-executors-consumers)); only `kafka.enable.auto.offset.store` "
+            '(always false: kafkasync stores no offsets) is fixed without an error'
         ),
     ),
 )
