@@ -105,7 +105,7 @@ class InOrder:
 class _Partition:
     """Everything known of one partition's log (see the module docstring)."""
 
-    __slots__ = ("answers", "nothing_until", "followers", "in_order", "last")
+    __slots__ = ("answers", "nothing_until", "followers", "in_order", "last", "passed")
 
     def __init__(self) -> None:
         self.answers: OrderedDict[int, Record] = OrderedDict()
@@ -116,6 +116,9 @@ class _Partition:
         self.in_order: Optional[InOrder] = None
         self.last: Optional[tuple[int, int, Optional[Record]]] = None
         """The last record of the window ``[start, end)`` asked last: ``(end, start, record)``."""
+        self.passed = 0
+        """The position facts below which were last dropped: the index paths learn only at or
+        past the position, so while it stands there is nothing to drop."""
 
     def __len__(self) -> int:
         return (len(self.answers) + len(self.nothing_until)
@@ -124,6 +127,9 @@ class _Partition:
                 + (self.last is not None))
 
     def drop_before(self, position: int) -> None:
+        if position == self.passed:
+            return
+        self.passed = position
         for offset in [offset for offset, record in self.answers.items() if record[0] < position]:
             del self.answers[offset]
         for offset in [offset for offset in self.nothing_until if offset < position]:
