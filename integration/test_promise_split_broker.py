@@ -60,3 +60,27 @@ def test_the_time_before_a_piece_is_the_last_record_its_isolation_level_reads(
         list(reader.read(KafkaRange(topic, 0, 9, 13, -1, 0)))
     assert [row["offset"] for batch in reader.read(KafkaRange(topic, 0, 10, 13, -1, 0))
             for row in batch.to_pylist()] == [10, 11]
+
+
+def test_a_piece_whose_records_before_were_deleted_starts_from_the_batchs_partition_time(
+    bootstrap_servers, topic_factory, admin
+):
+    """Offsets 0-3 deleted (retention, DeleteRecords): the look-back's fetch below the log start
+    is out of range, so the piece checks from the batch's partition time, and reads its records
+    (the earlier piece is the one that reports the loss, under failOnDataLoss)."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    topic = topic_factory(1)
+    written = int(time.time() * 1000)
+    produce_confirmed(Producer({"bootstrap.servers": bootstrap_servers}), topic,
+                      [Record(0, written, None, json.dumps({"ts": T + t}).encode()) for t in (1, 2, 3, 9, 4, 5)], 30)
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 4)]).values():
+        future.result(30)
+    options = parse_options({"kafka.bootstrap.servers": bootstrap_servers, "subscribe": topic,
+                             "eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}, streaming=True)
+    reader = RangeReader.from_options(options, kafka_schema(False, include_event_time=True))
+    assert [row["offset"] for batch in reader.read(KafkaRange(topic, 0, 4, 6, T + 2, 0))
+            for row in batch.to_pylist()] == [4, 5]
+    with pytest.raises(Exception, match=rf"{topic}-0 offset 4 has event time {T + 4}, below the partition's "
+                                        rf"time {T + 5} before it"):
+        list(reader.read(KafkaRange(topic, 0, 4, 6, T + 5, 0)))

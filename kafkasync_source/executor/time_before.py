@@ -74,8 +74,6 @@ def partition_time_before(
         if valid:
             return max(kafka_range.partition_time, valid[-1])
         high, span, first = low, span * _WINDOW_GROWTH, False
-    if first:  # nothing to read before start: the consumer was not moved
-        pooled.position, pooled.stash = None, []
     return kafka_range.partition_time
 
 
