@@ -40,6 +40,7 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
+from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.kafka.metadata import partitions_gone
@@ -172,6 +173,10 @@ class RangeReader:
         end; records deleted past the end: in state FETCH_NONE, see :meth:`_skip_lost`)."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
         consumer = pooled.consumer
+        # A later piece of a range split under eventTime.order=nonDecreasing: its partition time
+        # is read from the records before it (time_before.py), leaving the consumer at its start.
+        partition_time = (partition_time_before(pooled, kafka_range, record_time(self.event_time), self.poll_timeout_ms)
+                          if needs_time_before(kafka_range) else kafka_range.partition_time)
         if pooled.position != kafka_range.start and not self._skip_to(pooled, kafka_range.start):
             consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
             pooled.stash = []
@@ -179,7 +184,7 @@ class RangeReader:
         next_offset = kafka_range.start
         columns = _Columns(
             topic, self.include_headers,
-            partition_time=kafka_range.partition_time if self.tracks_partition_time else None,
+            partition_time=partition_time if self.tracks_partition_time else None,
             partition_time_column=self.include_partition_time,
             event_time=None if self.event_time is None else record_time(self.event_time),
             check_order=self.event_time is not None and self.event_time.non_decreasing,
