@@ -376,8 +376,10 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             ' setting to use, see [Java client settings](client-settings.md#java-client-settings). '
             'Any `kafka.queued.*`, `kafka.fetch.*` or `kafka.max.partition.fetch.bytes` you set wins over '
             "the executors' own prefetch sizing ([Sizing the executors' consumers]"
-            "(../deployment.md#sizing-the-executors-consumers)); only `kafka.enable.auto.offset.store` "
-            '(always false: kafkasync stores no offsets) is fixed without an error'
+            "(../deployment.md#sizing-the-executors-consumers)). Fixed without an error: "
+            '`kafka.enable.auto.offset.store` (always false: kafkasync stores no offsets), and in the '
+            "driver's record fetcher (`planningMode=fetch`, `eventTime.*`) `kafka.queued.max.messages.kbytes` "
+            '(16384) and `kafka.fetch.queue.backoff.ms` (10)'
         ),
     ),
 )
