@@ -77,24 +77,28 @@ def event_times(rng: random.Random) -> list[list[int]]:
     return [[3 * k + i for k in ks] for i, ks in enumerate((dense, sparse, short))]
 
 
-@pytest.fixture(scope="session")
-def kafka_streams_version() -> str:
-    """The Kafka Streams release to run, the broker's: its jars resolved and the program
-    compiled now, before the broker and Spark start for nothing. Without ``mvn`` or ``javac``,
-    or when Maven Central cannot be reached, skipped saying why (failed under
-    ``KAFKASYNC_REQUIRE_BROKER=1``)."""
+def kafka_streams_release(*, avro: bool = False) -> str:
+    """The Kafka Streams release to run, the broker's: its jars (with Apache Avro's, for
+    ``avro``) resolved and the program compiled now, before the broker and Spark start for
+    nothing. Without ``mvn`` or ``javac``, or when Maven Central cannot be reached, skipped
+    saying why (failed under ``KAFKASYNC_REQUIRE_BROKER=1``)."""
     version = os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
     if jdk_problem() is not None:  # the README asks for a Java runtime, not a JDK: skip, also in CI
         pytest.skip(f"cannot compile the Kafka Streams program: {jdk_problem()}")
     problem = kafka_streams_problem()
     if problem is None:
         try:
-            compiled_program(version)
+            compiled_program(version, avro=avro)
         except RuntimeError as exc:
             problem = str(exc)
     if problem:
-        skip_without_broker(f"cannot run Kafka Streams {version}: {problem}")
+        skip_without_broker(f"cannot run Kafka Streams {version}{' with Avro' if avro else ''}: {problem}")
     return version
+
+
+@pytest.fixture(scope="session")
+def kafka_streams_version() -> str:
+    return kafka_streams_release()
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,7 @@ from collections import Counter
 from typing import Any, Iterator
 
 import pytest
-from conftest import skip_without_broker
-from test_kafka_streams_order import CAP, HOUR, MINUTE, Row, batches, event_times, slices
+from test_kafka_streams_order import CAP, HOUR, MINUTE, Row, batches, event_times, kafka_streams_release, slices
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.backfills import spans
@@ -45,7 +44,6 @@ from kafkasync_dev.testing.debezium import (
     incompatible_writer,
     order_message_class,
 )
-from kafkasync_dev.testing.kafka_dist import DEFAULT_KAFKA_VERSION
 from kafkasync_dev.testing.republished import windowed_count
 from kafkasync_source.spark.source import register
 
@@ -204,24 +202,9 @@ def test_debezium_backfill_windowed_on_source_ts_ms_drops_nothing(
 
 @pytest.fixture(scope="module")
 def avro_streams_version() -> str:
-    """Kafka Streams with Apache Avro, the broker's version: resolved and compiled first, so
-    that without mvn or javac the tests skip before a broker and Spark start."""
-    import os
-
-    from kafkasync_dev.testing.kafka_streams import compiled_program, jdk_problem, kafka_streams_problem
-
-    version = os.environ.get("KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
-    if jdk_problem() is not None:  # the README asks for a Java runtime, not a JDK: skip, also in CI
-        pytest.skip(f"cannot compile the Kafka Streams program: {jdk_problem()}")
-    problem = kafka_streams_problem()
-    if problem is None:
-        try:
-            compiled_program(version, avro=True)
-        except RuntimeError as exc:
-            problem = str(exc)
-    if problem:
-        skip_without_broker(f"cannot run Kafka Streams {version} with Avro: {problem}")
-    return version
+    """Kafka Streams with Apache Avro at the broker's version, compiled first (skips saying why
+    without mvn or javac, before a broker and Spark start)."""
+    return kafka_streams_release(avro=True)
 
 
 def test_capped_batches_on_source_ts_ms_are_slices_of_kafka_streams_avro_order(

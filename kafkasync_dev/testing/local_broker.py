@@ -31,6 +31,19 @@ from typing import Iterator, Mapping, Optional
 from kafkasync_dev.testing.kafka_dist import BROKER_JVM, SMALL_BROKER_JVM, BrokerJvm, KafkaDistribution
 
 
+def stop_process_group(process: Optional[subprocess.Popen], timeout: float) -> None:
+    """End a JVM started in a session of its own and whatever it started: SIGTERM (its clean
+    shutdown), SIGKILL if it has not ended within ``timeout`` s. Nothing if it already ended."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -126,14 +139,7 @@ class LocalKafkaBroker:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the broker (SIGTERM, a clean shutdown; SIGKILL if it does not end in time)."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+        stop_process_group(process, timeout)
 
     def restart(self) -> None:
         self.stop()
