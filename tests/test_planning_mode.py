@@ -227,3 +227,16 @@ def test_an_offset_no_broker_answers_is_no_answer_and_the_fetch_path_plans_the_b
         assert reader.first_offsets({tp: BASE_TS}) == {tp: None}  # the embedded cluster answers -1
     finally:
         reader.close()
+
+
+def test_a_fallback_reason_is_logged_once_per_kind_whatever_offsets_it_names():
+    """The kinds of fallback already logged are kept for the query's life: a reason naming a
+    new offset at each trigger must not make a new kind, or the set grows with the query's age
+    (issue 54)."""
+    from kafkasync_source.driver.sync_driver import fallback_kind
+
+    kinds = {fallback_kind(f"offset {offset}, the first entry with a timestamp >= {offset * 7}, is not "
+                           f"a readable record") for offset in range(10_000)}
+    assert kinds == {"offset #"}
+    assert fallback_kind("its largest timestamp (17) is at offset 4, before the position 9") == \
+        "its largest timestamp"

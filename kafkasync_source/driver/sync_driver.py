@@ -12,6 +12,7 @@ lazily on the driver, never pickled into tasks.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, Callable, Mapping, Optional
 
@@ -321,7 +322,7 @@ class SyncDriver:
         # max-timestamp look-up) says so once, not once per partition.
         unlogged: dict[str, list[TopicPartition]] = {}
         for tp, why in sorted(cannot.reasons.items()):
-            kind = why.split(" (", 1)[0].split(",", 1)[0]
+            kind = fallback_kind(why)
             if (tp, kind) not in self._fallbacks_logged:
                 self._fallbacks_logged.add((tp, kind))
                 unlogged.setdefault(why, []).append(tp)
@@ -482,6 +483,16 @@ _DELAYED = object()
 """minOffsetsPerTrigger holds the batch back (SyncDriver._delayed)."""
 # A batch held back for these waits for records below its fetch horizon.
 _AWAITING_FETCH = (PartitionStatus.WAITING_FOR_FETCH, PartitionStatus.WAITING_FOR_END_OFFSET)
+
+
+def fallback_kind(why: str) -> str:
+    """The kind of reason a partition's answer cannot be used, for logging it once per kind.
+
+    Reasons name offsets and times ("offset 812, the first entry with a timestamp >= ..."); the
+    kind keeps the words and drops the numbers, so that the set of kinds already logged is
+    bounded by the partitions and the handful of reasons, not by the offsets a live query
+    passes over weeks (issue 54)."""
+    return re.sub(r"\d+", "#", why.split(" (", 1)[0].split(",", 1)[0])
 
 
 class KafkaSyncPlanningError(RuntimeError):
