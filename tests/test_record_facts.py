@@ -78,6 +78,9 @@ class ModelReader:
     def latest(self, partitions) -> dict[TopicPartition, Optional[int]]:
         return {tp: self.broker.logs[tp].end for tp in partitions}
 
+    def earliest(self, partitions) -> dict[TopicPartition, Optional[int]]:
+        return {tp: self.broker.logs[tp].log_start for tp in partitions}
+
     def largest(self, partitions) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         return {tp: self.broker.largest(tp) for tp in partitions}
 
@@ -88,14 +91,16 @@ class ModelReader:
         pass
 
 
-def probe_path(broker: ModelBroker) -> tuple[ProbeIndexPath, RecordFacts]:
+def probe_path(broker: ModelBroker, past_log_starts: bool = False) -> tuple[ProbeIndexPath, RecordFacts]:
     records = ProbedRecords(ModelProbe(broker))  # type: ignore[arg-type]
-    return ProbeIndexPath(ModelReader(broker), records), records.facts  # type: ignore[arg-type]
+    return (ProbeIndexPath(ModelReader(broker), records, past_log_starts=past_log_starts),  # type: ignore[arg-type]
+            records.facts)
 
 
-def time_index_path(broker: ModelBroker) -> tuple[TimeIndexPath, RecordFacts]:
+def time_index_path(broker: ModelBroker, past_log_starts: bool = False) -> tuple[TimeIndexPath, RecordFacts]:
     records = ProbedRecords(ModelProbe(broker))  # type: ignore[arg-type]
-    return TimeIndexPath(ModelReader(broker), records), records.facts  # type: ignore[arg-type]
+    return (TimeIndexPath(ModelReader(broker), records, past_log_starts=past_log_starts),  # type: ignore[arg-type]
+            records.facts)
 
 
 def at(offsets: Mapping[TopicPartition, int], partition_time: int = NO_TIMESTAMP) -> SyncOffset:
@@ -192,6 +197,28 @@ def test_a_recreated_log_that_regrows_is_read_not_answered_from_the_old_one(path
     assert path.observe(restarted, None)[TP].largest == (5_999, 999)
     assert path.first_offsets(restarted)({TP: 5_500}) == {TP: (500, 5_500)}
     assert next_batch(path, restarted, max_records=100).partitions[TP].next_offset == 100
+
+
+@pytest.mark.parametrize("path_of", [probe_path, time_index_path], ids=["recordProbes", "timeIndex"])
+def test_records_deleted_below_a_new_log_start_answer_nothing_under_failondataloss_false(path_of):
+    """DeleteRecords (or retention) moves the log start past the query's position and leaves
+    the log end where it was, so no latest offset shows it. Under failOnDataLoss=false the
+    executors skip the deleted records and the query goes on: what the driver learnt of them
+    (a capped backfill's search) must be dropped with them at the next trigger's earliest
+    look-up (ModelLog's log start answers as ``UnifiedLog.logStartOffset`` does after
+    ``deleteRecordsOnLeader``), and the first record at the position is the new log start's."""
+    broker = ModelBroker({TP: ModelLog([1_000 + i for i in range(1_000)])})
+    path, facts = path_of(broker, past_log_starts=True)
+    start = next_batch(path, at({TP: 0}), max_records=100)
+    assert start.partitions[TP].next_offset == 100
+    assert any(facts.first_record(TP, offset) for offset in range(100, 500)), "facts of records to delete"
+    log = broker.logs[TP]
+    log.timestamps, log.log_start = log.timestamps[500:], 500
+    path.observe(start, None)
+    assert not any(facts.first_record(TP, offset) for offset in range(0, 500))
+    # The records that survive are still answered for: the first at or past the position is
+    # the new log start's.
+    assert path.first_records({TP: (100, 1_000)})[TP] == (500, 1_500)
 
 
 def test_a_partition_forgotten_by_the_driver_answers_from_the_new_log():

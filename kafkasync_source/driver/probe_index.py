@@ -32,8 +32,8 @@ class ProbeIndexPath(IndexPath):
     """The planner's input for partitions whose event times do not go backwards: per batch
     start, :class:`IndexedPartition` with the window's last record as its largest time."""
 
-    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
-        super().__init__(reader, records)
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords, *, past_log_starts: bool = False) -> None:
+        super().__init__(reader, records, past_log_starts=past_log_starts)
         self._ordered = OrderedRecords(records.first_records, records.known_first_record, records.facts)
         self._windows: dict[TopicPartition, tuple[int, int]] = {}
         self._partition_times: dict[TopicPartition, int] = {}
@@ -47,7 +47,7 @@ class ProbeIndexPath(IndexPath):
             tp for tp, position in start.partitions.items()
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
-        self.records.pass_positions(start.next_offsets())
+        self.pass_positions(start, active)
         latest = self.reader.latest(active)
         moved_back = moved_back_reasons(start, latest)
         if moved_back:

@@ -75,7 +75,9 @@ def _index_path(options: SourceOptions) -> Optional[TimeIndexPath | ProbeIndexPa
         give_up_after_ms=options.poll_timeout_ms,
     )
     records = ProbedRecords(RecordProbe(options.client_config, record_time(event_time)))
-    return TimeIndexPath(reader, records) if event_time is None else ProbeIndexPath(reader, records)
+    past_log_starts = not options.fail_on_data_loss
+    return (TimeIndexPath(reader, records, past_log_starts=past_log_starts) if event_time is None
+            else ProbeIndexPath(reader, records, past_log_starts=past_log_starts))
 
 
 def wall_clock_ms() -> int:

@@ -272,9 +272,25 @@ class IndexPath:
     read at chosen offsets and what they said (:class:`~kafkasync_source.driver.record_probe.
     ProbedRecords`), and the planner's view of their answers."""
 
-    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords, *, past_log_starts: bool = False) -> None:
         self.reader = reader
         self.records = records
+        self._past_log_starts = past_log_starts
+        """``failOnDataLoss=false``: records deleted below the log start (``DeleteRecords``,
+        retention) are skipped by the executors and the query goes on, so what was learnt of
+        them must answer nothing. A move of the log start shows in no latest offset, hence one
+        more ListOffsets round (earliest) a trigger. With ``failOnDataLoss=true`` such a loss
+        fails the query where an executor meets it, and the round is not paid."""
+
+    def pass_positions(self, start: SyncOffset, active: list[TopicPartition]) -> None:
+        """The query stands at ``start``: drop the facts below each partition's position, or
+        below its log start where that moved past the position (see ``_past_log_starts``)."""
+        positions = start.next_offsets()
+        if self._past_log_starts and active:
+            for tp, log_start in self.reader.earliest(active).items():
+                if log_start is not None and log_start > positions[tp]:
+                    positions[tp] = log_start
+        self.records.pass_positions(positions)
 
     def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> FirstRecordAnswers:
         """:data:`~kafkasync_source.planning.index_planner.FirstRecords`, remembered."""
@@ -303,8 +319,8 @@ class TimeIndexPath(IndexPath):
     """The planner's input from the brokers' index: :class:`IndexedPartition` per partition
     of a batch's start, read with two ListOffsets rounds (see the module docstring)."""
 
-    def __init__(self, reader: TimeIndexReader, records: ProbedRecords) -> None:
-        super().__init__(reader, records)
+    def __init__(self, reader: TimeIndexReader, records: ProbedRecords, *, past_log_starts: bool = False) -> None:
+        super().__init__(reader, records, past_log_starts=past_log_starts)
         self._largest: dict[TopicPartition, tuple[int, tuple[int, int]]] = {}
         """Per partition, the readable end when the brokers last answered its largest
         timestamp, and that answer (timestamp, offset)."""
@@ -332,7 +348,7 @@ class TimeIndexPath(IndexPath):
             tp for tp, position in start.partitions.items()
             if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
         ]
-        self.records.pass_positions(start.next_offsets())
+        self.pass_positions(start, active)
         latest = self.reader.latest(active)
         moved_back = moved_back_reasons(start, latest)
         for tp in moved_back:
