@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import fastavro
 import numpy as np
@@ -175,12 +176,54 @@ def test_a_batch_reads_what_each_record_reads_or_leaves_the_batch_to_them(events
         assert leaf.read_batch(buf, starts + framing.HEADER_BYTES, ends).tolist() == expected
 
 
+long_text = st.text(max_size=90)
+"""Strings of 0 to 360 UTF-8 bytes: lengths of one byte (0-63) and of two, so that the time
+reader's table skip (one look-up for a length of 0-63) and its exact fallback both run."""
+long_envelopes = envelopes.flatmap(lambda e: st.fixed_dictionaries({
+    "version": long_text, "name": long_text}).map(lambda s: {**e, "source": {**e["source"], **s}}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(long_envelopes, st.sampled_from(["source.ts_ms", "after.updated_at", "ts_ms"]))
+def test_the_whole_time_reader_answers_as_the_field_reader_then_the_conversion(event, path):
+    """``_Leaf.time_of`` (header skipped, the table skip, the leaf and the conversion in one
+    generated function) gives the time, or the InvalidTime, that reading the field and then
+    converting it gives, whatever the strings' lengths before the path."""
+    payload = framed(ENVELOPE, event)
+    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, parse_field_path(path), 7, "epochMillis")
+    convert = _time_converter(leaf.logical, "epochMillis")
+    try:
+        expected = convert(leaf.read(payload, framing.HEADER_BYTES))
+    except InvalidTime as why:
+        with pytest.raises(InvalidTime, match=re.escape(str(why))):
+            leaf.time_of(payload)
+    else:
+        assert leaf.time_of(payload) == expected
+
+
+def test_the_whole_time_reader_refuses_a_negative_string_length():
+    """A string's length is a zigzag varint; an odd first byte is a negative length, which no
+    writer writes: an invalid time, not a jump backwards to read some other bytes as the time."""
+    event = {"before": None, "after": None, "op": "c", "ts_ms": None,
+             "source": {"version": "2.5", "name": "db", "ts_ms": 1_700_000_000_000, "db": "x"}}
+    payload = bytearray(framed(ENVELOPE, event))
+    assert payload[7] == 2 * len("2.5")  # after the header and the two null unions: source.version's length
+    payload[7] = 3  # zigzag -2
+    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, ["source", "ts_ms"], 7, "epochMillis")
+    for read in (leaf.time_of, lambda p: leaf.read(p, framing.HEADER_BYTES)):
+        with pytest.raises(InvalidTime, match="a negative length"):
+            read(bytes(payload))
+
+
 def test_a_payload_cut_short_runs_out_before_the_field():
     payload = framed(ENVELOPE, {"before": None, "after": None, "op": "c", "ts_ms": None,
                                 "source": {"version": "2.5", "name": "db", "ts_ms": 5, "db": "x"}})
     read, _ = reader_of(ENVELOPE, "source.ts_ms")
     with pytest.raises(IndexError):
         read(payload[:12])
+    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, ["source", "ts_ms"], 7, "epochMillis")
+    with pytest.raises(IndexError):  # the table skip's jump past the payload, then the exact reader's
+        leaf.time_of(payload[:12])
 
 
 @pytest.mark.parametrize("path, why", [
@@ -220,9 +263,12 @@ def test_a_renamed_field_is_found_through_the_readers_alias_in_every_writer(writ
 
 
 def test_a_field_the_writer_lacks_takes_the_readers_default():
-    read, _ = reader_of(V1, "region", reader={**V3, "fields": [*V3["fields"][:3], {
-        "name": "region", "type": "long", "default": 1_600_000_000_000}]})
+    reader = {**V3, "fields": [*V3["fields"][:3], {"name": "region", "type": "long", "default": 1_600_000_000_000}]}
+    read, _ = reader_of(V1, "region", reader=reader)
     assert read(framed(V1, {"id": 1, "ts": 5})) == 1_600_000_000_000
+    reader_path = _reader_path(_Names(json.dumps(reader)), ["region"], "region")
+    leaf = _compile_leaf(_Names(json.dumps(V1)), reader_path, ["region"], 7, "epochSeconds")
+    assert leaf.time_of(framed(V1, {"id": 1, "ts": 5})) == 1_600_000_000_000_000  # the default, as a time
 
 
 @pytest.mark.parametrize("writer, field, why", [

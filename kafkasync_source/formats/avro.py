@@ -5,9 +5,11 @@ Two readers, for two costs:
 * **A field's time** (``eventTime.field``) runs for every record on the driver's fetch path and
   on the executors, so it decodes only as far as the field: per writer schema, a reader compiled
   from that schema skips each field before the one on the path (a varint, a length and a jump)
-  and decodes only the leaf. Names on the path are the reader schema's, matched to the writer's
-  by name or by the reader field's aliases, as Avro's resolution matches them (Avro 1.11
-  specification, "Schema Resolution"); a field the writer lacks takes the reader's default.
+  and decodes only the leaf; a record costs one look-up of its 5-byte header, then one generated
+  function (skips, leaf and conversion; strings of 0-63 bytes skipped by a table look-up). Names
+  on the path are the reader schema's, matched to the writer's by name or by the reader field's
+  aliases, as Avro's resolution matches them (Avro 1.11 specification, "Schema Resolution"); a
+  field the writer lacks takes the reader's default.
 * **The value as columns** (``value.decode``) decodes whole records with fastavro, resolving
   each writer schema to the reader schema (defaults, aliases, promotions), a run of records of
   one writer schema at a time through ``fastavro.reader`` so that the schemas are parsed once a
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import struct
 import threading
 from dataclasses import dataclass
@@ -50,6 +53,10 @@ _PROMOTIONS = {"int": {"int", "long", "float", "double"}, "long": {"long", "floa
                "bytes": {"bytes", "string"}}
 """Writer type -> reader types it resolves to (the specification's promotions)."""
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+_SHORT_LENGTH = tuple(1 + (b >> 1) if not b & 129 else 1 << 62 for b in range(256))
+"""A string's or bytes' first byte -> the bytes to skip (length byte and data) when it is a
+one-byte, even zigzag varint (a length of 0-63); otherwise a jump past any payload (see
+:meth:`_Generated._compiled`)."""
 _DOUBLE = struct.Struct("<d")
 _FLOAT = struct.Struct("<f")
 
@@ -187,6 +194,9 @@ class _Leaf:
     logical: Optional[str]
     read_batch: Optional[Callable[[Any, Any, Any], Any]] = None
     """``(buf, positions, ends) -> values`` over a batch (avro_batch.py); None: record by record."""
+    time_of: Optional[Callable[[bytes], int]] = None
+    """``framed payload -> epoch ms`` in one generated function, the conversion inlined (when
+    compiled for a time format): what the seam calls per record."""
 
 
 def _field_index(reader_field: dict, writer_record: dict) -> Optional[int]:
@@ -233,9 +243,10 @@ def _reader_path(reader: _Names, steps: list[str], path: str) -> tuple[list[dict
 
 
 def _compile_leaf(writer: _Names, reader_path: Optional[tuple[list[dict], Schema]], steps: list[str],
-                  schema_ref: int) -> _Leaf:
+                  schema_ref: int, time_format: Optional[str] = None) -> _Leaf:
     """Per writer schema: skip to the field on the path, decode only it. ``reader_path``: the
-    reader schema's fields along the path and its leaf type (None: the writer's own names)."""
+    reader schema's fields along the path and its leaf type (None: the writer's own names).
+    ``time_format``: also compile :attr:`_Leaf.time_of` for it."""
     # Per step: the union branch that holds the record (None: not a union), the record, the
     # index of the field on the path, and the path up to the record (for messages).
     stages: list[tuple[Optional[int], dict, int, str]] = []
@@ -256,7 +267,10 @@ def _compile_leaf(writer: _Names, reader_path: Optional[tuple[list[dict], Schema
                 raise _incompatible(schema_ref, ".".join(steps[:depth + 1]),
                                     "is missing from the writer schema and its default is null: no time")
             assert reader_path is not None
-            return _Leaf(_constant(default), _logical(reader_path[1]), _constant_batch(default))
+            logical = _logical(reader_path[1])
+            constant_time = None if time_format is None else _constant_time(_time_converter(logical, time_format),
+                                                                            default)
+            return _Leaf(_constant(default), logical, _constant_batch(default), constant_time)
         stages.append((branch, record, index, prefix))
         schema = record["fields"][index]["type"]
     path = ".".join(steps)
@@ -272,12 +286,22 @@ def _compile_leaf(writer: _Names, reader_path: Optional[tuple[list[dict], Schema
         batch = path_program(Program(writer.resolve, _kind), stages, leaf_branch, writer_kind)
     except NotInBatch:
         batch = None
-    return _Leaf(_Generated(writer).path_reader(stages, leaf_branch, writer_kind, path), logical, batch)
+    generated = _Generated(writer)
+    time_of = None if time_format is None else generated.time_reader(
+        stages, leaf_branch, writer_kind, path, _time_converter(logical, time_format),
+        inline_millis=writer_kind in ("int", "long") and _TIME_UNITS.get(logical or "", (1, 1)) == (1, 1)
+        and (logical in _TIME_UNITS or time_format == EPOCH_MILLIS))
+    return _Leaf(generated.path_reader(stages, leaf_branch, writer_kind, path), logical, batch, time_of)
 
 
 def _constant(value: Any) -> Callable[[bytes, int], Any]:
     """The reader's default for a field the writer lacks: every record of that writer has it."""
     return lambda buf, pos: value
+
+
+def _constant_time(convert: Callable[[Any], int], value: Any) -> Callable[[bytes], int]:
+    """The default's time, converted per record (an invalid default is an InvalidTime each time)."""
+    return lambda payload: convert(value)
 
 
 def _constant_batch(value: Any) -> Optional[Callable[[Any, Any, Any], Any]]:
@@ -304,10 +328,37 @@ class _Generated:
         self._skips = _Skips(names)
         self._calls: list[Skip] = []
         self._expanding: set[str] = set()
+        self._optimistic = False
 
     def path_reader(self, stages: list[tuple[Optional[int], dict, int, str]], leaf_branch: Optional[int],
                     kind: str, path: str) -> Callable[[bytes, int], Any]:
-        lines = ["def read(buf, pos):"]
+        """``read(buf, pos) -> the leaf's value`` (the writer's), ``pos`` where the record starts."""
+        return self._compiled("read(buf, pos)", stages, leaf_branch, kind, path, ["    return v"], {})
+
+    def time_reader(self, stages: list[tuple[Optional[int], dict, int, str]], leaf_branch: Optional[int],
+                    kind: str, path: str, convert: Callable[[Any], int], inline_millis: bool) -> Callable[[bytes], int]:
+        """``time_of(framed payload) -> epoch ms``: the record starts after Confluent's header, and
+        the conversion follows in the same function. ``inline_millis``: ``convert`` is the
+        identity on 0 <= v <= MAX_TIME_MS (epoch ms, ``timestamp-millis``), so that common case
+        costs a comparison, not a call; ``convert`` raises InvalidTime for the rest, as before."""
+        tail = ["    if 0 <= v <= MAX_TIME_MS:", "        return v"] if inline_millis else []
+        tail.append("    return convert(v)")
+        scope = {"convert": convert, "MAX_TIME_MS": MAX_TIME_MS}
+        exact = self._compiled("time_of(buf)", stages, leaf_branch, kind, path, tail, scope, start=HEADER_BYTES)
+        return self._compiled("time_of(buf)", stages, leaf_branch, kind, path, tail,
+                              {**scope, "exact": exact, "StructError": struct.error, "SHORT": _SHORT_LENGTH},
+                              start=HEADER_BYTES, optimistic=True)
+
+    def _compiled(self, signature: str, stages: list[tuple[Optional[int], dict, int, str]],
+                  leaf_branch: Optional[int], kind: str, path: str, tail: list[str], scope: dict[str, Any],
+                  start: Optional[int] = None, optimistic: bool = False) -> Any:
+        """The function's text compiled. ``optimistic``: strings and bytes before the path are
+        skipped by one table look-up (:data:`_SHORT_LENGTH`), which sends the position past any
+        payload for a length that is not 0-63 bytes; the next read then raises IndexError (or
+        struct's error), and the function answers with ``exact``, the same reader without the
+        table, which gives the record's true time or true failure."""
+        self._optimistic = optimistic
+        lines = [f"def {signature}:"] + ([] if start is None else [f"    pos = {start}"])
         messages = [prefix for *_, prefix in stages] + [path]
         for number, (branch, record, index, _) in enumerate(stages):
             if branch is not None:
@@ -316,11 +367,14 @@ class _Generated:
                 self._skip(field["type"], lines, "    ")
         if leaf_branch is not None:
             self._branch_check(lines, leaf_branch, len(stages))
-        lines += self._leaf(kind, path)
-        scope: dict[str, Any] = {"varint": read_varint, "calls": self._calls, "InvalidTime": InvalidTime,
-                                 "messages": messages, "DOUBLE": _DOUBLE, "FLOAT": _FLOAT}
+        lines += self._leaf(kind, path) + tail
+        if optimistic:
+            lines[1:] = ["    try:", *("    " + line for line in lines[1:]),
+                         "    except (IndexError, StructError):", "        return exact(buf)"]
+        scope = {**scope, "varint": read_varint, "calls": self._calls, "InvalidTime": InvalidTime,
+                 "messages": messages, "DOUBLE": _DOUBLE, "FLOAT": _FLOAT}
         exec(compile("\n".join(lines), f"<avro path reader for {path}>", "exec"), scope)  # noqa: S102
-        return scope["read"]
+        return scope[signature.partition("(")[0]]
 
     @staticmethod
     def _branch_check(lines: list[str], branch: int, message: int) -> None:
@@ -330,15 +384,20 @@ class _Generated:
 
     @staticmethod
     def _leaf(kind: str, path: str) -> list[str]:
+        """Lines that leave the leaf's value in ``v`` (a varint inline: an epoch time in ms is 6 bytes)."""
         if kind in ("int", "long"):
-            return ["    b = buf[pos]", "    if b < 128:", "        return (b >> 1) ^ -(b & 1)",
-                    "    return varint(buf, pos)[0]"]
+            return ["    b = buf[pos]", "    if b < 128:", "        v = (b >> 1) ^ -(b & 1)", "    else:",
+                    "        v = b & 127", "        shift = 7", "        while True:", "            pos += 1",
+                    "            b = buf[pos]", "            v |= (b & 127) << shift", "            if b < 128:",
+                    "                break", "            shift += 7", "            if shift > 63:",
+                    "                raise InvalidTime('a varint longer than 10 bytes')",
+                    "        v = (v >> 1) ^ -(v & 1)"]
         if kind in ("float", "double"):
-            return [f"    return {kind.upper()}.unpack_from(buf, pos)[0]"]
+            return [f"    v = {kind.upper()}.unpack_from(buf, pos)[0]"]
         if kind in ("string", "bytes"):
             return ["    n, pos = varint(buf, pos)", "    if n < 0 or pos + n > len(buf):",
                     "        raise InvalidTime('the payload ends inside ' + messages[-1])",
-                    "    return bytes(buf[pos:pos + n]).decode('utf-8')"]
+                    "    v = bytes(buf[pos:pos + n]).decode('utf-8')"]
         raise InvalidTime(f"{path} is a {kind}; a time is a number or a string")
 
     def _skip(self, schema: Schema, lines: list[str], indent: str) -> None:
@@ -352,8 +411,15 @@ class _Generated:
         elif kind in ("int", "long", "enum"):
             lines += [f"{indent}while buf[pos] & 128:", f"{indent}    pos += 1", f"{indent}pos += 1"]
         elif kind in ("string", "bytes"):
-            lines += [f"{indent}b = buf[pos]", f"{indent}if b < 128:", f"{indent}    pos += 1 + ((b >> 1) ^ -(b & 1))",
-                      f"{indent}else:", f"{indent}    n, pos = varint(buf, pos)", f"{indent}    pos += n"]
+            if self._optimistic:
+                lines.append(f"{indent}pos += SHORT[buf[pos]]")
+                return
+            # b & 129 == 0: a one-byte, even zigzag varint, a length 0-63 (odd: negative, refused).
+            lines += [f"{indent}b = buf[pos]", f"{indent}if not b & 129:", f"{indent}    pos += 1 + (b >> 1)",
+                      f"{indent}else:", f"{indent}    n, pos = varint(buf, pos)", f"{indent}    if n < 0:",
+                      f"{indent}        raise InvalidTime('a negative length: the payload does not match its writer"
+                      " schema')",
+                      f"{indent}    pos += n"]
         elif kind == "union" and len(schema) <= 63:
             lines += [f"{indent}b = buf[pos]", f"{indent}pos += 1"]
             for number, branch in enumerate(schema):
@@ -395,21 +461,20 @@ class _Compiled:
         self._format = time_format
         reader = options.reader_schema()
         self._reader_path = None if reader is None else _reader_path(_Names(reader.schema_str), self._steps, path)
-        self._readers: dict[int, Callable[[bytes], int]] = {}
+        self.by_header: dict[bytes, Callable[[bytes], int]] = {}
+        """Confluent's header (b"\\x00" + 4-byte id) -> that writer's time reader."""
         self._leaves: dict[int, _Leaf] = {}
         self._lock = threading.Lock()
 
-    def reader_for(self, schema_ref: int) -> Callable[[bytes], int]:
-        found = self._readers.get(schema_ref)
-        if found is None:
-            leaf = self.leaf(schema_ref)
-            convert = _time_converter(leaf.logical, self._format)
-            read = leaf.read
-
-            def time_of(payload: bytes) -> int:
-                return convert(read(payload, HEADER_BYTES))
-            found = self._readers[schema_ref] = time_of
-        return found
+    def reader_for(self, payload: Any) -> Callable[[bytes], int]:
+        """The time reader of a framed payload's writer schema, keyed by the payload's first five
+        bytes (magic byte and id), so that a record seen before costs one slice and one look-up.
+        Raises NotFramed (a payload that is not framed), UnknownSchema, KafkaSyncFormatError."""
+        schema_ref = schema_id(payload)
+        leaf = self.leaf(schema_ref)
+        assert leaf.time_of is not None, "compiled with the time format"
+        self.by_header[payload[:HEADER_BYTES]] = leaf.time_of
+        return leaf.time_of
 
     def leaf(self, schema_ref: int) -> _Leaf:
         """The compiled path of this writer schema (fetched and compiled once per process)."""
@@ -422,7 +487,7 @@ class _Compiled:
                     if (writer.schema_type or "AVRO") != "AVRO":
                         raise InvalidTime(f"schema id {schema_ref} is a {writer.schema_type} schema, not Avro")
                     found = self._leaves[schema_ref] = _compile_leaf(
-                        _Names(writer.schema_str), self._reader_path, self._steps, schema_ref)
+                        _Names(writer.schema_str), self._reader_path, self._steps, schema_ref, self._format)
         return found
 
     @property
@@ -441,14 +506,21 @@ def _compiled(options: Any, path: str, time_format: str) -> _Compiled:
 
 
 def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], int]:
+    """``record -> epoch ms``: one look-up of the payload's header, then the writer schema's
+    generated reader (skips, leaf and conversion in one function: :meth:`_Generated.time_reader`)."""
     compiled = _compiled(options, path, time_format)
-    payload_of = options.payload
+    by_header = compiled.by_header
     reader_for = compiled.reader_for
+    payload_of = operator.methodcaller("value" if options.part == "value" else "key")
 
     def read(record: Any) -> int:
         payload = payload_of(record)
         try:
-            return reader_for(schema_id(payload))(payload)
+            try:
+                time_of = by_header[payload[:HEADER_BYTES]]
+            except (KeyError, TypeError):  # a new writer schema, or not framed (None, short, no magic byte)
+                time_of = reader_for(payload)
+            return time_of(payload)
         except IndexError:
             raise InvalidTime("the payload ends before the field: it does not match its writer schema") from None
         except KafkaSyncFormatError as err:
