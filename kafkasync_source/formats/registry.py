@@ -10,10 +10,25 @@ seen before; a new id is retried by the client with backoff (its ``max.retries``
 ``_sync/schema_registry_client.py`` ``send_http_request``), then fails the query naming the id
 and the URL. An id the registry answers it does not know (HTTP 404) is remembered as unknown:
 the records that carry it have an invalid time and a null decoded value.
+
+An Avro writer schema may name types that other subjects define (schema references: the
+``references`` of ``GET /schemas/ids/{id}``, each a type's name, a subject and a version, as
+confluent-kafka's ``Schema(..., references=[SchemaReference(name, subject, version)])`` registers
+them). Such a schema comes back **standalone**: each referenced subject version is fetched once
+(``GET /subjects/{subject}/versions/{version}``, recursively for references of references) and
+its named types are written into the schema where it first uses them, as confluent-kafka's own
+``AvroDeserializer`` resolves them (``_sync/avro.py`` ``_resolve_named_schema``, then
+``common/avro.py`` ``parse_schema_with_repo``: fastavro's ``load_schema`` over a repository of
+the referenced schemas). The Avro readers then see one self-contained schema, whatever it
+references. Apicurio Registry 3.3.3's Confluent API answers ``references`` as Confluent's does
+(tried with confluent-kafka 2.16.1's client). Protobuf schemas keep their references (their
+reader builds a descriptor pool from them, formats/protobuf.py).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -104,12 +119,15 @@ class Registry:
             raise ValueError(f"Options 'schema.registry.*': {settings.scrub(str(err))}") from None
         self._schemas: dict[tuple[int, Optional[str]], Any] = {}
         self._unknown: set[tuple[int, Optional[str]]] = set()
+        self._referenced: dict[tuple[str, int], Any] = {}
+        """Referenced subject versions (``Schema``), fetched once: several writer ids share them."""
         self._lock = threading.Lock()
 
     def schema(self, schema_id: int, fmt: Optional[str] = None) -> Any:
         """The writer schema with this id (``confluent_kafka.schema_registry.Schema``), fetched
-        once; :class:`UnknownSchema` if the registry has none; :class:`KafkaSyncFormatError` if
-        it cannot be asked (after the client's retries)."""
+        once, an Avro schema with references made standalone (see the module); :class:`UnknownSchema`
+        if the registry has none; :class:`KafkaSyncFormatError` if it cannot be asked (after the
+        client's retries) or a reference cannot be resolved."""
         key = (schema_id, fmt)
         found = self._schemas.get(key)
         if found is not None:
@@ -119,7 +137,7 @@ class Registry:
         with self._lock:
             if key not in self._schemas:
                 try:
-                    self._schemas[key] = self._client.get_schema(schema_id, fmt=fmt)
+                    fetched = self._client.get_schema(schema_id, fmt=fmt)
                 except Exception as err:  # noqa: BLE001 - sorted into unknown id / unreachable below
                     if getattr(err, "http_status_code", None) == 404:
                         self._unknown.add(key)
@@ -130,7 +148,54 @@ class Registry:
                         f"kafkasync: cannot fetch schema id {schema_id} from the registry at "
                         f"{self.settings.display_url}: {self._why(err)}"
                     ) from None
+                self._schemas[key] = self._standalone(fetched, schema_id)
             return self._schemas[key]
+
+    def _standalone(self, schema: Any, schema_id: int) -> Any:
+        """``schema`` itself, or for an Avro schema with references the same schema with the
+        referenced named types written into it (what ``parse_schema_with_repo`` gives
+        confluent-kafka's deserializer), as JSON text and without references."""
+        if (schema.schema_type or "AVRO") != "AVRO" or not schema.references:
+            return schema
+        from confluent_kafka.schema_registry import Schema
+        from fastavro.schema import load_schema
+
+        named: dict[str, Any] = {}
+        self._collect_references(schema, schema_id, named)
+        try:
+            repository: Any = _References(json.loads(schema.schema_str), named)
+            parsed = load_schema(_ROOT, repo=repository, _write_hint=False)
+        except Exception as err:  # noqa: BLE001 - fastavro's parse errors: a name no reference defines
+            raise KafkaSyncFormatError(
+                f"kafkasync: schema id {schema_id} and the schemas it references "
+                f"({', '.join(f'{r.subject!r} version {r.version}' for r in schema.references)}) "
+                f"do not make one Avro schema: {type(err).__name__}: {str(err)[:300]}"
+            ) from None
+        return Schema(json.dumps(parsed), "AVRO", [], schema.metadata, schema.rule_set)
+
+    def _collect_references(self, schema: Any, schema_id: int, named: dict[str, Any]) -> None:
+        """The raw definitions of every type ``schema`` references, recursively, by the
+        reference's name and by the type's full name (confluent-kafka's ``_resolve_named_schema``
+        keeps both: a schema may name the type either way)."""
+        for reference in schema.references or ():
+            found = self._referenced.get((reference.subject, reference.version))
+            if found is None:
+                try:
+                    found = self._client.get_version(reference.subject, reference.version).schema
+                except Exception as err:  # noqa: BLE001 - sorted into unknown / unreachable
+                    missing = getattr(err, "http_status_code", None) == 404
+                    raise KafkaSyncFormatError(
+                        f"kafkasync: schema id {schema_id} references subject {reference.subject!r} version "
+                        f"{reference.version}, which the registry at {self.settings.display_url} "
+                        + ("does not have" if missing else f"cannot give: {self._why(err)}")
+                    ) from None
+                self._referenced[(reference.subject, reference.version)] = found
+            self._collect_references(found, schema_id, named)
+            definition = json.loads(str(found.schema_str))
+            named[reference.name] = definition
+            if isinstance(definition, dict) and "name" in definition:
+                name, namespace = definition["name"], definition.get("namespace")
+                named.setdefault(f"{namespace}.{name}" if namespace and "." not in name else name, definition)
 
     def latest(self, subject: str, fmt: Optional[str] = None) -> Optional[Any]:
         """The subject's latest version (``RegisteredSchema``), None if it has none; raises
@@ -157,6 +222,29 @@ class Registry:
 
     def _why(self, err: BaseException) -> str:
         return self.settings.scrub(f"{type(err).__name__}: {err}")[:500]
+
+
+_ROOT = "$root"
+"""The schema being resolved, in :class:`_References` (no Avro name holds a ``$``)."""
+
+
+class _References:
+    """fastavro's schema repository (``AbstractSchemaRepository.load``) over the schema being
+    resolved and the definitions it references: ``load_schema`` asks it for each name it does not
+    know yet, and writes the definition in where the name is first used. Not a subclass: that
+    would import fastavro (the optional extra) with this module; fastavro only calls ``load``."""
+
+    def __init__(self, root: Any, named: dict[str, Any]) -> None:
+        self._root = root
+        self._named = named
+
+    def load(self, name: str) -> Any:
+        from fastavro.repository.base import SchemaRepositoryError
+
+        found = self._root if name == _ROOT else self._named.get(name)
+        if found is None:
+            raise SchemaRepositoryError(f"no referenced schema defines {name!r}")
+        return copy.deepcopy(found)  # fastavro's parse edits what it is given
 
 
 @lru_cache(maxsize=16)
