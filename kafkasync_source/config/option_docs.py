@@ -243,9 +243,12 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         (
             'the subject whose latest version (when the query starts) is the reader schema. By default '
             "named as Confluent's serializers name it: `topic-name` (`<topic>-value`, one topic "
-            'subscribed), `record-name` (`<record.name>`) or `topic-record-name` (`<topic>-<record.name>`; '
-            '`record.name` is the full name, `namespace.Name`); `value.subject` names it outright. '
-            'Without one (several topics), each record is read with its writer schema as it is'
+            'subscribed; `<topic>-key` for the key), `record-name` (`<record.name>`) or `topic-record-name` '
+            '(`<topic>-<record.name>`). `record.name` is what the serializer names the subject after: '
+            "Avro's record full name (`namespace.Name`), Protobuf's message full name (`package.Message`, "
+            "which also picks the reader's message in a file of several), JSON Schema's `title`. "
+            '`value.subject` names it outright. Without one (several topics), each record is read with '
+            'its writer schema as it is'
         ),
     ),
     OptionDoc(

@@ -442,10 +442,11 @@ def _format(lowered: Mapping[str, str], subscription: Subscription, *, part: str
     strategy = one_of(lowered, f"{part}.subject.name.strategy", SUBJECT_NAME_STRATEGIES)
     try:
         require_extra(format_name, option)
+        record_name = lowered.get(f"{part}.record.name", "").strip() or None
         subject = lowered.get(f"{part}.subject") or subject_of(
             strategy, part, subscription.topics or tuple(sorted({tp.topic for tp in subscription.assigned})),
-            lowered.get(f"{part}.record.name"))
-        options = FormatOptions(format_name, registry_settings, part, subject, None, decode)
+            record_name)
+        options = FormatOptions(format_name, registry_settings, part, subject, None, decode, record_name)
         if decode or needs_reader:
             options = pin_reader_schema(options, required=decode)
     except ValueError as err:

@@ -12,7 +12,7 @@ name), ``topic-record-name`` (``<topic>-<full name>``).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from kafkasync_source.formats.registry import EXTRA, RegistrySettings, registry
@@ -59,6 +59,10 @@ class FormatOptions:
     executor read with the same schema whatever is registered meanwhile."""
     decode: bool = False
     """``value.decode``: add the decoded value as a struct column."""
+    record_name: Optional[str] = None
+    """``value.record.name``: the record's full name, as the record subject name strategies take
+    it; for Protobuf also which message of the reader schema's file is read (a ``.proto`` file
+    may define several; without it the first)."""
 
     @property
     def option(self) -> str:
@@ -136,7 +140,7 @@ def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOption
                 f"the Schema Registry at {options.registry.display_url} has no version of subject "
                 f"{options.subject!r}, whose latest version is the reader schema of '{options.part}.decode'."
             )
-        return FormatOptions(options.format, options.registry, options.part, None, None, options.decode)
+        return replace(options, subject=None)
     expected = _REGISTRY_TYPE[options.format]
     schema_type = getattr(latest.schema, "schema_type", None) or "AVRO"
     if schema_type != expected:
@@ -144,5 +148,4 @@ def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOption
             f"Option '{options.option}={options.format}': subject {options.subject!r} holds a {schema_type} "
             f"schema, not {expected}."
         )
-    return FormatOptions(options.format, options.registry, options.part, options.subject,
-                         latest.schema_id, options.decode)
+    return replace(options, reader_schema_id=latest.schema_id)

@@ -144,10 +144,26 @@ def batch_time_reader(options: Any, path: str, time_format: str) -> None:
 
 
 def _reader_descriptor(options: Any) -> Any:
+    """The reader schema's message: the one ``<part>.record.name`` names (the message's full name,
+    what confluent-kafka's ``ProtobufSerializer`` gives the record subject name strategies:
+    ``message.DESCRIPTOR.full_name``, ``_sync/protobuf.py``), else the file's first. A file may
+    define several messages, the one a subject is named after not always first (Spark's
+    ``from_protobuf`` likewise takes the message's name beside the descriptor)."""
     reader = options.reader_schema()
     assert reader is not None, "value.decode pins a reader schema at start"
     file = _messages(options)._file(options.reader_schema_id)
-    return file.message_types_by_name[list(file.message_types_by_name)[0]]
+    if options.record_name is None:
+        return file.message_types_by_name[list(file.message_types_by_name)[0]]
+    try:
+        found = file.pool.FindMessageTypeByName(options.record_name)
+    except KeyError:
+        found = None
+    if found is None or found.file.name != file.name:
+        names = ", ".join(m.full_name for m in file.message_types_by_name.values())
+        raise ValueError(f"Option '{options.part}.record.name' {options.record_name!r}: the reader schema (id "
+                         f"{options.reader_schema_id}, subject {options.subject!r}) defines no such message "
+                         f"(its messages: {names})")
+    return found
 
 
 def spark_type(options: Any) -> Any:
