@@ -18,29 +18,37 @@ embedded cluster, with records written by confluent-kafka's own serializers
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.debezium import (
+    DEBEZIUM_AVRO,
     JSON_SCHEMA,
     PROTOBUF,
     VALUE_V1,
     VALUE_V2,
+    Change,
     FramedWriter,
     avro_serializer,
     change_event,
     envelope_schema,
     evolving_topic,
     incompatible_writer,
+    record_named_writers,
+    referencing_writers,
 )
 from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.event_time import record_time
+from kafkasync_source.formats.registry import KafkaSyncFormatError, Registry, RegistrySettings
 from kafkasync_source.spark.source import register
 
 T = 1_700_000_000_000
@@ -55,14 +63,21 @@ def spark_with_kafkasync(spark):
     return spark
 
 
+def memory_table(checkpoint: Path) -> str:
+    """The memory table :func:`read_all` writes for this checkpoint (its columns: the source's schema)."""
+    return f"formats_{abs(hash(str(checkpoint)))}"
+
+
 def read_all(spark, bootstrap, topic, registry_url, checkpoint: Path, **options):
-    """The topic read with trigger(availableNow=True) into a memory table: (rows by offset, query)."""
-    name = f"formats_{abs(hash(str(checkpoint)))}"
+    """The topic read with trigger(availableNow=True) into a memory table: (rows by offset, query).
+    ``value.format`` is ``avro-confluent`` unless given (None: not set)."""
+    name = memory_table(checkpoint)
     stream = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("value.format", "avro-confluent").option("schema.registry.url", registry_url))
-    for key, value in options.items():
-        stream = stream.option(key, str(value))
+              .option("schema.registry.url", registry_url))
+    for key, value in {"value.format": "avro-confluent", **options}.items():
+        if value is not None:
+            stream = stream.option(key, str(value))
     query = (stream.load().writeStream.format("memory").queryName(name)
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     try:
@@ -230,3 +245,175 @@ def test_options_name_what_is_missing():
     with pytest.raises(KafkaSyncOptionError, match="record-name' needs 'value.record.name'"):
         parse_options({**base, "value.format": "avro-confluent", "schema.registry.url": "http://127.0.0.1:1",
                        "value.subject.name.strategy": "record-name"}, streaming=True)
+
+
+def avro_name(topic: str) -> str:
+    """A name for this test's own record types (an Avro name: letters, digits, underscores)."""
+    return re.sub(r"\W", "_", f"t_{topic}")
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+KEY_SCHEMA = json.dumps({"type": "record", "name": "Key", "namespace": "dbserver1.public.orders",
+                         "fields": [{"name": "id", "type": "string"}]})
+"""Debezium's key: the row's primary key as a record, registered under ``<topic>-key``."""
+
+
+def test_framed_keys_and_values_decode_into_their_own_columns(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """Keys and values both written by ``AvroSerializer`` (the key under ``<topic>-key``):
+    ``keyDecoded`` and ``valueDecoded`` hold each, the raw ``key`` and ``value`` stay, and the
+    event time is the value's field."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    key_of = avro_serializer(schema_registry_url, KEY_SCHEMA, part="key")
+    value_of = avro_serializer(schema_registry_url, envelope_schema(VALUE_V1))
+    written = [(key_of({"id": f"o{i}"}, topic), value_of(change_event(
+        {"id": f"o{i}", "customer": "c", "amount": i + 0.5}, T + i * 60_000, T + 10**9), topic)) for i in range(4)]
+    kafka_cluster.produce(topic, [Record(0, T + 10**9, key, value) for key, value in written])
+    checkpoint = tmp_path / "c"
+    rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, checkpoint,
+                       **{"key.format": "avro-confluent", "key.decode": "true", "value.decode": "true",
+                          "eventTime.field": "source.ts_ms"})
+    assert [(rows[(0, i)].keyDecoded.asDict(), rows[(0, i)].valueDecoded.after.id, ms(rows[(0, i)].eventTime))
+            for i in range(4)] == [({"id": f"o{i}"}, f"o{i}", T + i * 60_000) for i in range(4)]
+    assert [(bytes(rows[(0, i)].key), bytes(rows[(0, i)].value)) for i in range(4)] == written
+    columns = spark.table(memory_table(checkpoint)).schema
+    assert columns["keyDecoded"].dataType.simpleString() == "struct<id:string>"  # from_avro's type
+    assert [field.name for field in columns][-2:] == ["keyDecoded", "valueDecoded"]
+
+
+def test_a_key_format_alone_decodes_the_key_and_leaves_the_value_raw(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """``key.format`` without ``value.format``: JSON values timed by ``eventTime.jsonPath``, Avro
+    keys decoded; a record without a key, or with a key not framed, has a null ``keyDecoded``."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    key_of = avro_serializer(schema_registry_url, KEY_SCHEMA, part="key")
+    keys = [key_of({"id": "a"}, topic), None, b"plain-key", key_of({"id": "d"}, topic)]
+    kafka_cluster.produce(topic, [Record(0, T + 10**9, key, json.dumps({"ts": T + i}).encode())
+                                  for i, key in enumerate(keys)])
+    checkpoint = tmp_path / "c"
+    rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, checkpoint,
+                       **{"value.format": None, "key.format": "avro-confluent", "key.decode": "true",
+                          "eventTime.jsonPath": "$.ts"})
+    assert [(row.keyDecoded.id if row.keyDecoded else None, ms(row.eventTime), row.key and bytes(row.key))
+            for _, row in sorted(rows.items())] == [("a", T, keys[0]), (None, T + 1, None),
+                                                    (None, T + 2, b"plain-key"), ("d", T + 3, keys[3])]
+    assert "valueDecoded" not in spark.table(memory_table(checkpoint)).columns
+
+
+# -- record subject name strategies, and evolution in every format ------------------------------
+
+@pytest.mark.parametrize("fmt, option, strategy", [
+    (DEBEZIUM_AVRO, "avro-confluent", "record"), (DEBEZIUM_AVRO, "avro-confluent", "topic_record"),
+    (PROTOBUF, "protobuf-confluent", "record"), (JSON_SCHEMA, "json-schema-confluent", "topic_record")])
+def test_writers_under_a_record_subject_strategy_evolve_and_read_as_that_subjects_latest(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path, fmt, option, strategy):
+    """Records written v1 then v2 (``currency`` added) by confluent-kafka's serializers with
+    ``subject.name.strategy`` set to ``record_subject_name_strategy`` /
+    ``topic_record_subject_name_strategy``, read with the matching
+    ``value.subject.name.strategy`` and ``value.record.name``: the reader is that subject's latest
+    version (v2, so every row has ``currency``: Avro's default for v1 records, null in Protobuf
+    and JSON), and the event time is the field's. There is no ``<topic>-value`` subject to fall
+    back on. The Protobuf file defines another message before ``Order`` (message indexes [1])."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    writers = record_named_writers(fmt, schema_registry_url, avro_name(topic), strategy)
+    changes = [Change(f"o{i}", i + 0.5, T + i * 61_000, T + 10**9 + i) for i in range(6)]
+    kafka_cluster.produce(topic, [Record(0, c.written_ms, None, writers.versions[i // 3](c, topic))
+                                  for i, c in enumerate(changes)])
+    subject = writers.record_name if strategy == "record" else f"{topic}-{writers.record_name}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    assert len(client.get_versions(subject)) == 2 and f"{topic}-value" not in client.get_subjects()
+    rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "c",
+                       **{"value.format": option, "value.subject.name.strategy": strategy.replace("_", "-") + "-name",
+                          "value.record.name": writers.record_name, "eventTime.field": writers.time_field,
+                          "value.decode": "true"})
+    assert [ms(rows[(0, i)].eventTime) for i in range(6)] == [c.event_ms for c in changes]
+    decoded = [rows[(0, i)].valueDecoded for i in range(6)]
+    rows_read = [d.after if fmt == DEBEZIUM_AVRO else d for d in decoded]
+    v1_currency = "EUR" if fmt == DEBEZIUM_AVRO else None
+    assert [(r.id, r.amount, r.currency) for r in rows_read] == [
+        (c.id, c.amount, "USD" if i >= 3 else v1_currency) for i, c in enumerate(changes)]
+
+
+# -- Avro schema references -----------------------------------------------------------------------
+
+def test_avro_writers_that_reference_other_subjects_types_give_their_time_and_columns(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """Debezium envelopes whose row and ``source`` types live in subjects of their own (schema
+    references), v1 then v2 (the referenced row's second version adds ``currency``): the time
+    is read through the referenced ``source`` type and every record decodes as the latest."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    v1, v2 = referencing_writers(schema_registry_url, avro_name(topic))
+    events = [T + i * 61_000 for i in range(6)]
+    payloads = [(v1 if i < 3 else v2)(change_event({"id": f"o{i}", "customer": "c", "amount": i + 0.5,
+                                                     **({"currency": "USD"} if i >= 3 else {})}, t, T + 10**9), topic)
+                for i, t in enumerate(events)]
+    assert len({p[1:5] for p in payloads}) == 2  # two writer schema ids
+    kafka_cluster.produce(topic, [Record(0, T + 10**9, None, payload) for payload in payloads])
+    rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "c",
+                       **{"eventTime.field": "source.ts_ms", "value.decode": "true"})
+    assert [ms(rows[(0, i)].eventTime) for i in range(6)] == events
+    assert [(d.after.id, d.after.currency, d.source.ts_ms) for d in (rows[(0, i)].valueDecoded for i in range(6))] \
+        == [(f"o{i}", "USD" if i >= 3 else "EUR", t) for i, t in enumerate(events)]
+
+
+def test_a_referencing_avro_schema_is_made_standalone_with_each_reference_fetched_once(
+        schema_registry_url, unique_topic):
+    """``Registry.schema`` answers a referencing writer schema with its referenced types written
+    in (one schema fastavro parses alone), each referenced subject version fetched once for all
+    the writer ids that share it; a schema without references comes back as the registry has it."""
+    import fastavro
+
+    topic = unique_topic()
+    writers = referencing_writers(schema_registry_url, avro_name(topic))
+    ids = [int.from_bytes(write(change_event({"id": "a", "customer": "c", "amount": 1.0, "currency": "USD"},
+                                             T, T), topic)[1:5], "big") for write in writers]
+    known = Registry(RegistrySettings(schema_registry_url))
+    fetched: list[tuple[str, int]] = []
+    get_version = known._client.get_version
+    known._client.get_version = lambda subject, version, *rest, **kw: (
+        fetched.append((subject, version)) or get_version(subject, version, *rest, **kw))
+    standalone = [known.schema(schema_ref) for schema_ref in ids]
+    assert all(s.references == [] for s in standalone)
+    # The row's definition is written in at its first use, ``before`` (``after`` names it).
+    row_fields = [[f["name"] for f in fastavro.parse_schema(json.loads(s.schema_str))["fields"][0]["type"][1]["fields"]]
+                  for s in standalone]
+    assert row_fields == [["id", "customer", "amount"], ["id", "customer", "amount", "currency"]]
+    namespace = f"dbserver1.public.{avro_name(topic)}"
+    assert sorted(fetched) == [(f"{namespace}.Source", 1), (f"{namespace}.Value", 1), (f"{namespace}.Value", 2)]
+    row = SchemaRegistryClient({"url": schema_registry_url}).get_version(f"{namespace}.Value", 1)
+    assert known.schema(row.schema_id).schema_str == row.schema.schema_str
+
+
+
+@pytest.mark.parametrize("failure, why", [
+    (SchemaRegistryError(404, 40402, "Version not found"), "which the registry at {url} does not have"),
+    (ConnectionError("connection refused"), "which the registry at {url} cannot give: ConnectionError: connection "
+                                            "refused")])
+def test_a_reference_the_registry_cannot_give_fails_naming_the_schema_id_subject_version_and_url(failure, why):
+    """A registry refuses to register a schema whose reference does not exist, and to delete a
+    version that is referenced (tried on Apicurio 3.3.3: HTTP 422, "Unresolved reference" and
+    error 42206 "There are subjects referencing", Confluent's code for that refusal), so a
+    reference goes missing only when the registry cannot be asked between the schema and its
+    reference: the client here answers the schema and then fails as confluent-kafka's client
+    does (``SchemaRegistryError`` with the HTTP status, or the transport's error)."""
+    url = "http://127.0.0.1:1/apis/ccompat/v7"
+    known = Registry(RegistrySettings(url.replace("//", "//svc:ref-pw-5521@")))
+    envelope = json.dumps({"type": "record", "name": "E", "fields": [{"name": "row", "type": "shop.Row"}]})
+
+    class Client:
+        def get_schema(self, schema_id, fmt=None):
+            return Schema(envelope, "AVRO", [SchemaReference("shop.Row", "shop.Row", 3)])
+
+        def get_version(self, subject, version, *rest, **kw):
+            raise failure
+
+    known._client = Client()
+    with pytest.raises(KafkaSyncFormatError) as raised:
+        known.schema(12)
+    expected = f"kafkasync: schema id 12 references subject 'shop.Row' version 3, {why.format(url=url)}"
+    assert str(raised.value) == expected  # the URL without its credentials

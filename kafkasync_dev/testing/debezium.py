@@ -95,10 +95,12 @@ def change_event(row: dict, committed_ms: int, processed_ms: int, op: str = "c")
             "op": op, "ts_ms": processed_ms}
 
 
-def _serialization_context(topic: str) -> Any:
+def _serialization_context(topic: str, part: str = "value") -> Any:
+    """What a serializer is told it writes: the topic's value, or its key (``part="key"``: the
+    topic-name strategy's subject is then ``<topic>-key``)."""
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    return SerializationContext(topic, MessageField.VALUE)
+    return SerializationContext(topic, MessageField.KEY if part == "key" else MessageField.VALUE)
 
 
 SERIALIZER_CONF = {"subject.name.strategy.type": "TOPIC"}
@@ -117,49 +119,68 @@ def _client(registry_url: str) -> Any:
     return SchemaRegistryClient({"url": registry_url, "timeout": 30})
 
 
-def avro_serializer(registry_url: str, schema: str, client: Optional[Any] = None) -> Callable[[dict, str], bytes]:
-    """``encode(record, topic) -> bytes``: confluent-kafka's ``AvroSerializer`` for ``schema``,
-    registering it under ``<topic>-value`` (the topic-name strategy) at first use per topic."""
+def avro_serializer(registry_url: str, schema: Any, client: Optional[Any] = None, *, part: str = "value",
+                    conf: Optional[dict] = None) -> Callable[[dict, str], bytes]:
+    """``encode(record, topic) -> bytes``: confluent-kafka's ``AvroSerializer`` for ``schema``
+    (text, or a ``Schema`` with references), registering it at first use per topic under
+    ``<topic>-<part>`` (the topic-name strategy), or as ``conf``'s ``subject.name.strategy`` says."""
     from confluent_kafka.schema_registry.avro import AvroSerializer
 
-    serializer = AvroSerializer(client or _client(registry_url), schema, conf=SERIALIZER_CONF)
-    return lambda record, topic: serializer(record, _serialization_context(topic))
+    serializer = AvroSerializer(client or _client(registry_url), schema, conf=conf or SERIALIZER_CONF)
+    return lambda record, topic: serializer(record, _serialization_context(topic, part))
 
 
 # ------------------------------------------------------------------ Protobuf and JSON Schema
 
-ORDER_JSON_SCHEMA = json.dumps({
-    "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
-    "properties": {"id": {"type": "string"}, "customer": {"type": "string"},
-                   "amount": {"type": "number"}, "ts_ms": {"type": "integer"},
-                   "updated_at": {"type": "string", "format": "date-time"}},
-    "required": ["id", "ts_ms"],
-})
+def order_json_schema(title: str = "Order", *, currency: bool = False, closed: bool = False) -> str:
+    """The ``Order`` JSON Schema; ``currency``: with the property ``currency`` added (a second
+    version); ``closed``: ``additionalProperties: false``, the content model in which adding an
+    optional property is BACKWARD compatible (in an open one it is not: the added property
+    narrows what old documents may hold; Apicurio 3.3.3 answers 409 "Object type property
+    schemas narrowed at /propertySchemasAdded", as Confluent's rules do)."""
+    properties: dict[str, Any] = {"id": {"type": "string"}, "customer": {"type": "string"},
+                                  "amount": {"type": "number"}, "ts_ms": {"type": "integer"},
+                                  "updated_at": {"type": "string", "format": "date-time"}}
+    if currency:
+        properties["currency"] = {"type": "string"}
+    return json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": title, "type": "object",
+                       **({"additionalProperties": False} if closed else {}),
+                       "properties": properties, "required": ["id", "ts_ms"]})
+
+
+ORDER_JSON_SCHEMA = order_json_schema()
 """``ts_ms``: the event time as epoch milliseconds; ``updated_at``: the same instant, RFC 3339."""
 
 
-def order_message_class() -> Any:
-    """A Protobuf ``kafkasync.test.Order`` class (``id``, ``customer``, ``amount``,
-    ``updated_at`` a ``google.protobuf.Timestamp``, ``ts_ms`` an int64), built from a
-    descriptor in a pool of its own: no ``protoc`` step, no generated code in the repository.
-    ``ProtobufSerializer`` registers its file as users' generated classes do (the well-known
-    ``timestamp.proto`` is skipped as a reference: ``skip.known.types``)."""
+def order_message_class(package: str = "kafkasync.test", *, currency: bool = False,
+                        after: Optional[str] = None) -> Any:
+    """A Protobuf ``<package>.Order`` class (``id``, ``customer``, ``amount``, ``updated_at`` a
+    ``google.protobuf.Timestamp``, ``ts_ms`` an int64; ``currency``: a string field added as
+    field 6, a second version), built from a descriptor in a pool of its own: no ``protoc``
+    step, no generated code in the repository. ``after``: the name of another message that the
+    file defines first (real ``.proto`` files hold several; ``Order``'s message indexes are then
+    ``[1]``). ``ProtobufSerializer`` registers its file as users' generated classes do (the
+    well-known ``timestamp.proto`` is skipped as a reference: ``skip.known.types``)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(name="kafkasync/test/order.proto", package="kafkasync.test",
+    proto = descriptor_pb2.FileDescriptorProto(name=f"{package.replace('.', '/')}/order.proto", package=package,
                                                syntax="proto3", dependency=["google/protobuf/timestamp.proto"])
-    message = proto.message_type.add(name="Order")
     kind = descriptor_pb2.FieldDescriptorProto
-    for number, (name, type_, type_name) in enumerate([
-            ("id", kind.TYPE_STRING, None), ("customer", kind.TYPE_STRING, None),
-            ("amount", kind.TYPE_DOUBLE, None), ("updated_at", kind.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
-            ("ts_ms", kind.TYPE_INT64, None)], start=1):
+    if after:
+        proto.message_type.add(name=after).field.add(name="note", number=1, type=kind.TYPE_STRING,
+                                                     label=kind.LABEL_OPTIONAL)
+    message = proto.message_type.add(name="Order")
+    fields = [("id", kind.TYPE_STRING, None), ("customer", kind.TYPE_STRING, None),
+              ("amount", kind.TYPE_DOUBLE, None), ("updated_at", kind.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
+              ("ts_ms", kind.TYPE_INT64, None)]
+    for number, (name, type_, type_name) in enumerate(fields + ([("currency", kind.TYPE_STRING, None)]
+                                                                if currency else []), start=1):
         message.field.add(name=name, number=number, type=type_, label=kind.LABEL_OPTIONAL,
                           **({"type_name": type_name} if type_name else {}))
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("kafkasync.test.Order"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Order"))
 
 
 # ------------------------------------------------------------------ the writer
@@ -180,21 +201,32 @@ class Change:
         return f"customer-{sum(self.id.encode()) % 10}"
 
 
-def _encoder(fmt: str, registry_url: str) -> Callable[[Change, str], bytes]:
-    """``encode(change, topic) -> bytes`` in ``fmt``, one serializer for all records."""
+def _encoder(fmt: str, registry_url: str, *, named: Optional[str] = None, version: int = 1,
+             conf: Optional[dict] = None) -> Callable[[Change, str], bytes]:
+    """``encode(change, topic) -> bytes`` in ``fmt``, one serializer for all records.
+
+    ``named``: the record types are this writer's own, named after it (Avro namespace
+    ``dbserver1.public.<named>``, Protobuf package ``kafkasync.<named>`` in a file whose first
+    message is another, JSON title ``Order_<named>`` with a closed content model), so that a
+    record-name subject is not shared with other writers on the same registry. ``version=2``:
+    the row has ``currency`` ("USD") added. ``conf``: the serializer's subject name strategy."""
     client = _client(registry_url)
+    conf = conf or SERIALIZER_CONF
+    extra = {"currency": "USD"} if version == 2 else {}
     if fmt == DEBEZIUM_AVRO:
-        avro = avro_serializer(registry_url, envelope_schema(VALUE_V1), client)
-        return lambda c, topic: avro(change_event({"id": c.id, "customer": c.customer, "amount": c.amount},
+        schema = envelope_schema(VALUE_V2 if version == 2 else VALUE_V1, table=named or "orders")
+        avro = avro_serializer(registry_url, schema, client, conf=conf)
+        return lambda c, topic: avro(change_event({"id": c.id, "customer": c.customer, "amount": c.amount, **extra},
                                                   c.event_ms, c.written_ms), topic)
     if fmt == PROTOBUF:
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
-        order = order_message_class()
-        protobuf = ProtobufSerializer(order, client, {"use.deprecated.format": False, **SERIALIZER_CONF})
+        order = order_message_class(f"kafkasync.{named}" if named else "kafkasync.test", currency=version == 2,
+                                    after="Audit" if named else None)
+        protobuf = ProtobufSerializer(order, client, {"use.deprecated.format": False, **conf})
 
         def encode_protobuf(c: Change, topic: str) -> bytes:
-            message = order(id=c.id, customer=c.customer, amount=c.amount, ts_ms=c.event_ms)
+            message = order(id=c.id, customer=c.customer, amount=c.amount, ts_ms=c.event_ms, **extra)
             message.updated_at.FromMilliseconds(c.event_ms)
             return protobuf(message, _serialization_context(topic))
         return encode_protobuf
@@ -203,14 +235,45 @@ def _encoder(fmt: str, registry_url: str) -> Callable[[Change, str], bytes]:
 
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
-        serializer = JSONSerializer(ORDER_JSON_SCHEMA, client, conf=SERIALIZER_CONF)
+        schema = order_json_schema(f"Order_{named}", currency=version == 2, closed=True) if named \
+            else ORDER_JSON_SCHEMA
+        serializer = JSONSerializer(schema, client, conf=conf)
 
         def encode_json(c: Change, topic: str) -> bytes:
             instant = datetime.fromtimestamp(c.event_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
             return serializer({"id": c.id, "customer": c.customer, "amount": c.amount, "ts_ms": c.event_ms,
-                               "updated_at": instant.replace("+00:00", "Z")}, _serialization_context(topic))
+                               "updated_at": instant.replace("+00:00", "Z"), **extra}, _serialization_context(topic))
         return encode_json
     raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+@dataclass(frozen=True)
+class RecordNamed:
+    """A format's writers under a record subject name strategy: ``record_name`` is what
+    confluent-kafka's serializers pass to the strategy (Avro: the record's full name, fastavro's
+    parsed ``name``, ``_sync/avro.py``; Protobuf: the message's ``DESCRIPTOR.full_name``,
+    ``_sync/protobuf.py``; JSON Schema: the schema's ``title``, ``_sync/json_schema.py``),
+    ``time_field`` the event time's path, ``versions`` the encoders of v1 and v2 (``currency``
+    added) in turn."""
+
+    record_name: str
+    time_field: str
+    versions: tuple[Callable[[Change, str], bytes], ...]
+
+
+def record_named_writers(fmt: str, registry_url: str, named: str, strategy: str) -> RecordNamed:
+    """v1 and v2 writers of ``fmt`` whose types are named after ``named`` (a valid Avro name),
+    registering under ``strategy`` (``record`` or ``topic_record``: confluent-kafka's
+    ``record_subject_name_strategy`` / ``topic_record_subject_name_strategy``, passed as the
+    serializer's ``subject.name.strategy``) at their first record."""
+    import confluent_kafka.schema_registry as sr
+
+    conf = {"subject.name.strategy": getattr(sr, f"{strategy}_subject_name_strategy")}
+    record_name, time_field = {DEBEZIUM_AVRO: (f"dbserver1.public.{named}.Envelope", "source.ts_ms"),
+                               PROTOBUF: (f"kafkasync.{named}.Order", "updated_at"),
+                               JSON_SCHEMA: (f"Order_{named}", "ts_ms")}[fmt]
+    return RecordNamed(record_name, time_field,
+                       tuple(_encoder(fmt, registry_url, named=named, version=v, conf=conf) for v in (1, 2)))
 
 
 class FramedWriter:
@@ -313,6 +376,45 @@ def evolving_topic(cluster: Any, registry_url: str, topic: str, *, per_version: 
         schema_id = client.lookup_schema(f"{topic}-value", Schema(schema, "AVRO")).schema_id
         evolution.records[-per_version:] = [replace(w, schema_id=schema_id) for w in evolution.records[-per_version:]]
     return evolution
+
+
+def referencing_writers(registry_url: str, named: str) -> tuple[Callable[[dict, str], bytes], ...]:
+    """v1 and v2 ``encode(change, topic)`` of a Debezium envelope that defines neither its row nor
+    its ``source``: both are named types of subjects of their own, which the envelope
+    references (``Schema(..., references=[SchemaReference(name, subject, version)])``, as
+    confluent-kafka registers them, and as Confluent's Java serializers register schemas whose
+    types live in other subjects). The types are ``dbserver1.public.<named>.Value`` (v1:
+    :data:`VALUE_V1`, v2: :data:`VALUE_V2`, ``currency`` added with a default) and
+    ``dbserver1.public.<named>.Source``, each registered under its full name; the envelope of v2
+    differs from v1's only in referencing ``Value``'s version 2, and is registered (under
+    ``<topic>-value``) as a version of its own."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    client = _client(registry_url)
+    namespace = f"dbserver1.public.{named}"
+    source, value = f"{namespace}.Source", f"{namespace}.Value"
+    def register(subject: str, schema: Any) -> int:
+        """The version ``schema`` has under ``subject`` (the register answer has only the id:
+        Confluent's API, and Apicurio 3.3.3's, answer ``{"id": N}``)."""
+        client.register_schema(subject, schema)
+        return int(client.lookup_schema(subject, schema).version)
+
+    source_version = register(source, Schema(json.dumps({**SOURCE_SCHEMA, "namespace": namespace}), "AVRO"))
+    envelope = json.dumps({
+        "type": "record", "name": "Envelope", "namespace": namespace,
+        "fields": [{"name": "before", "type": ["null", value], "default": None},
+                   {"name": "after", "type": ["null", value], "default": None},
+                   {"name": "source", "type": source}, {"name": "op", "type": "string"},
+                   {"name": "ts_ms", "type": ["null", "long"], "default": None}],
+    })
+    writers = []
+    for fields in (VALUE_V1, VALUE_V2):
+        row = Schema(json.dumps({"type": "record", "name": "Value", "namespace": namespace, "fields": list(fields)}),
+                     "AVRO")
+        version = register(value, row)
+        writers.append(avro_serializer(registry_url, Schema(envelope, "AVRO", [
+            SchemaReference(value, value, version), SchemaReference(source, source, source_version)]), client))
+    return tuple(writers)
 
 
 INCOMPATIBLE_VALUE = (VALUE_V1[0], {"name": "customer", "type": "string"}, {"name": "amount", "type": "string"})
