@@ -38,7 +38,7 @@ import re
 import subprocess
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from kafkasync_dev.testing.spark import has_format_kafka
 
@@ -48,20 +48,23 @@ _CONNECTION = re.compile(r"^\S+\s+\S+\s+(\S+)\s+(\S+)")  # Recv-Q Send-Q local p
 _BYTES_SENT = re.compile(r"bytes_sent:(\d+)")
 
 
-class BrokerBytesSampler:
-    """Largest ``bytes_sent`` per TCP connection of a local port, sampled in a thread."""
+_Sampler = TypeVar("_Sampler", bound="PeriodicSampler")
 
-    def __init__(self, port: int, interval_s: float = 0.1) -> None:
-        self._port = port
+
+class PeriodicSampler:
+    """Samples something when entered, every ``interval_s`` in a thread while a run goes on, and
+    once more when left: what a figure read only after the run would miss (a process that
+    exited with its query, a connection closed) is seen while it lasts."""
+
+    def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
-        self._sent: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="broker-bytes", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+        self.sampler_cpu_s = 0.0
+        """CPU seconds the sampling thread used (to take out of its own process's figure)."""
 
-    def __enter__(self) -> "BrokerBytesSampler":
-        self._sample()  # connections open before the run: count only what they send from now
-        self._baseline = dict(self._sent)
-        self._sent.clear()
+    def __enter__(self: _Sampler) -> _Sampler:
+        self._begin()
         self._thread.start()
         return self
 
@@ -70,13 +73,35 @@ class BrokerBytesSampler:
         self._thread.join()
         self._sample()
 
+    def _begin(self) -> None:
+        self._sample()
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+        self.sampler_cpu_s = time.thread_time() - started
+
+    def _sample(self) -> None:
+        raise NotImplementedError
+
+
+class BrokerBytesSampler(PeriodicSampler):
+    """Largest ``bytes_sent`` per TCP connection of a local port, sampled in a thread."""
+
+    def __init__(self, port: int, interval_s: float = 0.1) -> None:
+        super().__init__(interval_s)
+        self._port = port
+        self._sent: dict[tuple[str, str], int] = {}
+
+    def _begin(self) -> None:
+        self._sample()  # connections open before the run: count only what they send from now
+        self._baseline = dict(self._sent)
+        self._sent.clear()
+
     @property
     def bytes_sent(self) -> int:
         return sum(sent - self._baseline.get(key, 0) for key, sent in self._sent.items())
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._sample()
 
     def _sample(self) -> None:
         output = subprocess.run(

@@ -56,6 +56,7 @@ from benchmarks.broker_bytes import (
     RECORDS_PER_PARTITION,
     VALUE_BYTES,
     BrokerBytesSampler,
+    PeriodicSampler,
     produce_backlog,
 )
 from kafkasync_source.spark.input_partitions import default_target_tasks
@@ -82,9 +83,12 @@ floors), then the two Kafka sources."""
 LIVE_LABELS = {"rate": 'format("rate")', FLOOR: "Python source floor",
                TUNED_FLOOR: "Python source floor, worker fixes", **LABELS}
 LIVE_RUNS = 3
-SMALL_VALUE_BYTES = 100
-"""The backlog is read twice over: 1,000-byte values (``backlog``) and 100-byte ones
+SMALL_VALUE_BYTES = 200
+"""The backlog is read twice over: 1,000-byte values (``backlog``) and 200-byte ones
 (``backlog_small_records``), where per-record costs weigh more than bytes."""
+CAPPED_SHARE = 1 / 8
+"""The capped read's ``maxOffsetsPerTrigger``, a share of the backlog: 8 triggers, each range
+of 1/64 of it (8 x 50,000 records capped at 50,000, issue 53's measurement)."""
 PREFILLED = 1_000
 """Records in a live topic when its query starts (from the earliest offset): its first batch
 has rows, and start to first ``foreachBatch`` is the time to first row."""
@@ -136,37 +140,79 @@ def _extra_spark_conf() -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in os.environ.get(SPARK_CONF_ENV, "").split())
 
 
-class SourceRunnerPeak:
+class SourceRunnerPeak(PeriodicSampler):
     """Peak RSS of Spark's Python streaming source runner (``python_streaming_source_runner``),
     the process a Python data source's driver side runs in, sampled while a query runs: it
     exits with the query, and ``VmHWM`` can only be read while it lives."""
 
     def __init__(self, interval_s: float = 0.2) -> None:
+        super().__init__(interval_s)
         self.peak = 0
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "SourceRunnerPeak":
-        self._thread.start()
-        return self
+    def _sample(self) -> None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if b"python_streaming_source_runner" not in cmdline.read():
+                        continue
+                self.peak = max(self.peak, _peak_rss_bytes(int(entry)))
+            except (OSError, RuntimeError):  # exited meanwhile
+                continue
+
+
+class CpuByProcess(PeriodicSampler):
+    """CPU seconds each kind of process used while a read ran (:func:`cpu_seconds_by_process`:
+    the driver's JVM, the PySpark driver, the Python source runner, the executors' Python
+    workers, the broker), and the whole machine's busy seconds (``/proc/stat``, other people's
+    processes included). The processes are sampled every ``interval_s``, keeping each one's
+    last figure: Spark's source runner exits with its query, before a sample taken after the
+    read could see it (what it used in its last ``interval_s`` is lost). The sampling thread's
+    own CPU, spent in the PySpark driver, is taken out of that process's figure."""
+
+    def __init__(self, jvm_pid: int, interval_s: float = 0.25) -> None:
+        super().__init__(interval_s)
+        self._jvm_pid = jvm_pid
+        self._first: dict[int, tuple[str, float]] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._machine_busy = 0.0
+
+    def _begin(self) -> None:
+        self._first = cpu_seconds_by_process(self._jvm_pid)
+        self._last = dict(self._first)
+        self._machine_busy = -machine_busy_seconds()
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        super().__exit__(*exc)
+        self._machine_busy += machine_busy_seconds()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                        if b"python_streaming_source_runner" not in cmdline.read():
-                            continue
-                    self.peak = max(self.peak, _peak_rss_bytes(int(entry)))
-                except (OSError, RuntimeError):  # exited meanwhile
-                    continue
+    def _sample(self) -> None:
+        self._last.update(cpu_seconds_by_process(self._jvm_pid))
+
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds by kind of process over the read, ``Spark`` (every Spark process: what
+        the read costs the cluster's cores), ``Spark and broker``, and ``machine``."""
+        used: dict[str, float] = {}
+        for pid, (name, seconds) in self._last.items():
+            used[name] = used.get(name, 0.0) + seconds - self._first.get(pid, (name, 0.0))[1]
+        if "PySpark driver" in used:
+            used["PySpark driver"] -= self.sampler_cpu_s
+        used["Spark"] = sum(seconds for name, seconds in used.items() if name != "broker")
+        used["Spark and broker"] = used["Spark"] + used.get("broker", 0.0)
+        used["machine"] = self._machine_busy
+        return used
+
+    def per_million(self, records: int) -> dict[str, float]:
+        return {name: seconds * 1e6 / records for name, seconds in self.seconds().items()}
+
+
+def machine_busy_seconds() -> float:
+    """Seconds every core of this machine has been busy since boot (``/proc/stat``'s first line:
+    user, nice, system and interrupts: not idle, I/O wait or time a hypervisor stole)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(field) for field in stat.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _jvm_pid(spark) -> int:
@@ -193,11 +239,15 @@ def _backlog_reader(spark, source: str, bootstrap: str, topic: str, records: int
 def child_backlog(spark, source: str, bootstrap: str, topic: str, records: int,
                   value_bytes: int = VALUE_BYTES) -> dict[str, Any]:
     """The backlog read in a new Spark (the figure the target is about), then again in the same
-    Spark ("warm": its JVM compiled, the executors' Python workers started); per read, the
-    query's seconds and its triggers' (``triggerExecution``), the rest being the query's start
-    and stop."""
-    def read_once() -> tuple[float, float]:
+    Spark ("warm": its JVM compiled, the executors' Python workers started), then once more
+    capped at :data:`CAPPED_SHARE` of it a trigger (``maxOffsetsPerTrigger``: a rate-limited
+    backfill, where a reader that prefetches past its range's end makes the broker send more);
+    per read, the query's seconds and its triggers' (``triggerExecution``), the rest being the
+    query's start and stop, and every process's CPU seconds (:class:`CpuByProcess`)."""
+    def read_once(extra: Optional[dict[str, str]] = None) -> tuple[float, float]:
         reader = _backlog_reader(spark, source, bootstrap, topic, records, value_bytes)
+        for key, value in (extra or {}).items():
+            reader = reader.option(key, value)
         started = time.perf_counter()
         query = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
         query.awaitTermination()
@@ -208,12 +258,22 @@ def child_backlog(spark, source: str, bootstrap: str, topic: str, records: int,
         return seconds, sum(p.durationMs.get("triggerExecution", 0) for p in query.recentProgress) / 1000
 
     port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
-    with SourceRunnerPeak() as runner, BrokerBytesSampler(port) as sampler:
+    jvm_pid = _jvm_pid(spark)
+    with SourceRunnerPeak() as runner, BrokerBytesSampler(port) as sampler, CpuByProcess(jvm_pid) as cpu:
         seconds, trigger_seconds = read_once()
-    result = {"seconds": seconds, "trigger_seconds": trigger_seconds, "bytes_sent": sampler.bytes_sent,
-              "jvm_peak_rss": _peak_rss_bytes(_jvm_pid(spark)),
-              "python_peak_rss": _peak_rss_bytes(os.getpid()), "source_runner_peak_rss": runner.peak}
-    result["warm_seconds"], result["warm_trigger_seconds"] = read_once()
+    result: dict[str, Any] = {
+        "seconds": seconds, "trigger_seconds": trigger_seconds, "bytes_sent": sampler.bytes_sent,
+        "jvm_peak_rss": _peak_rss_bytes(jvm_pid), "python_peak_rss": _peak_rss_bytes(os.getpid()),
+        "source_runner_peak_rss": runner.peak, "cpu_s_per_million_records": cpu.per_million(records)}
+    with CpuByProcess(jvm_pid) as cpu:
+        result["warm_seconds"], result["warm_trigger_seconds"] = read_once()
+    result["warm_cpu_s_per_million_records"] = cpu.per_million(records)
+    if source != FLOOR:  # the floor source has no cap; it reads no broker
+        cap = {"maxOffsetsPerTrigger": str(max(1, int(records * CAPPED_SHARE)))}
+        with BrokerBytesSampler(port) as sampler, CpuByProcess(jvm_pid) as cpu:
+            result["capped_seconds"], result["capped_trigger_seconds"] = read_once(cap)
+        result["capped_bytes_sent"] = sampler.bytes_sent
+        result["capped_cpu_s_per_million_records"] = cpu.per_million(records)
     return result
 
 
@@ -584,14 +644,22 @@ def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
         bytes_sent = run.pop("bytes_sent")
         if source != FLOOR:  # it reads no broker
             run["bytes_per_payload_byte"] = bytes_sent / payload
+            run["capped_bytes_per_payload_byte"] = run.pop("capped_bytes_sent") / payload
         runs_by_source[source].append(run)
-    result: dict[str, Any] = {"records": records, "payload_bytes": payload,
-                              "value_bytes": value_bytes, "key_bytes": KEY_BYTES, "runs": runs}
+    result: dict[str, Any] = {"records": records, "payload_bytes": payload, "value_bytes": value_bytes,
+                              "key_bytes": KEY_BYTES, "runs": runs,
+                              "max_offsets_per_trigger": max(1, int(records * CAPPED_SHARE))}
     for source, measured in runs_by_source.items():
-        result[labels[source]] = {key: statistics.median(run[key] for run in measured) for key in measured[0]}
+        result[labels[source]] = _median_of_runs(measured)
     for reader, label in (("kafkasync", LABELS["kafkasync"]), ("floor", FLOOR_LABEL)):
         for prefix, figure in (("", "seconds"), ("warm_", "warm_seconds"), ("warm_trigger_", "warm_trigger_seconds")):
             result[f"{prefix}{reader}_speed_vs_format_kafka"] = result[LABELS["kafka"]][figure] / result[label][figure]
+    kafka, kafkasync = result[LABELS["kafka"]], result[LABELS["kafkasync"]]
+    result["capped_kafkasync_speed_vs_format_kafka"] = kafka["capped_seconds"] / kafkasync["capped_seconds"]
+    for prefix in ("warm_", "capped_"):  # CPU per record, kafkasync / format("kafka"): the Spark processes'
+        figures = f"{prefix}cpu_s_per_million_records"
+        result[f"{prefix}cpu_per_record_vs_format_kafka"] = {
+            scope: kafkasync[figures][scope] / kafka[figures][scope] for scope in ("Spark", "Spark and broker")}
     return result
 
 
@@ -666,7 +734,41 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "batch_ms_over_floor": {"value": round(over_floor, 1), "target": f"<= {TARGETS['batch_ms_over_floor']}",
                                 "met": over_floor <= TARGETS["batch_ms_over_floor"],
                                 "over_floor_with_worker_fixes": round(live["batch_ms_over_tuned_floor"], 1)},
+        **{f"{name} ({results[name]['value_bytes']:,} B)": cost_targets(results[name])
+           for name in ("backlog", "backlog_small_records") if "skipped" not in results[name]},
     }
+
+
+COST_TARGETS = {"capped_bytes_per_payload_byte": 1.2, "capped_bytes_over_format_kafka": 0.1,
+                "uncapped_bytes_per_payload_byte": 1.1, "speed_vs_format_kafka": 1.15,
+                "cpu_per_record_vs_format_kafka": 0.7}
+"""Issue 53's: broker bytes under a cap at ``format("kafka")``'s, speed, and CPU per record
+(every Spark process and the broker, read for read: the cores a cluster pays)."""
+
+
+def cost_targets(backlog_result: dict[str, Any]) -> dict[str, Any]:
+    """Issue 53's targets on one backlog: value, target and whether it is met."""
+    kafka, kafkasync = backlog_result[LABELS["kafka"]], backlog_result[LABELS["kafkasync"]]
+    capped = kafkasync["capped_bytes_per_payload_byte"]
+    checks = {
+        "capped_bytes_per_payload_byte": (capped, capped <= COST_TARGETS["capped_bytes_per_payload_byte"]
+                                          and capped <= kafka["capped_bytes_per_payload_byte"]
+                                          + COST_TARGETS["capped_bytes_over_format_kafka"],
+                                          f"<= {COST_TARGETS['capped_bytes_per_payload_byte']} and <= "
+                                          f"format(\"kafka\")'s {kafka['capped_bytes_per_payload_byte']:.3f} + "
+                                          f"{COST_TARGETS['capped_bytes_over_format_kafka']}"),
+        "uncapped_bytes_per_payload_byte": (kafkasync["bytes_per_payload_byte"], kafkasync["bytes_per_payload_byte"]
+                                            <= COST_TARGETS["uncapped_bytes_per_payload_byte"],
+                                            f"<= {COST_TARGETS['uncapped_bytes_per_payload_byte']}")}
+    for read, speed in (("warm", backlog_result["warm_kafkasync_speed_vs_format_kafka"]),
+                        ("capped", backlog_result["capped_kafkasync_speed_vs_format_kafka"])):
+        checks[f"{read}_speed_vs_format_kafka"] = (speed, speed >= COST_TARGETS["speed_vs_format_kafka"],
+                                                   f">= {COST_TARGETS['speed_vs_format_kafka']}")
+        ratio = backlog_result[f"{read}_cpu_per_record_vs_format_kafka"]["Spark and broker"]
+        limit = COST_TARGETS["cpu_per_record_vs_format_kafka"]
+        checks[f"{read}_cpu_per_record_vs_format_kafka"] = (ratio, ratio <= limit, f"<= {limit}")
+    return {name: {"value": round(value, 3), "target": target, "met": met}
+            for name, (value, met, target) in checks.items()}
 
 
 @contextmanager

@@ -105,7 +105,13 @@ def side_by_side() -> int:
     figures["trigger"] = figures["trigger_cost"]["broker"][size]
     _check(f"side by side (Spark {figures['spark_version']})", figures,
            *(f"backlog.{label}.{figure}" for label in benchmark.LABELS.values()
-             for figure in ("seconds", "warm_seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss")),
+             for figure in ("seconds", "warm_seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss",
+                            "capped_seconds", "capped_bytes_per_payload_byte",
+                            "warm_cpu_s_per_million_records.driver JVM", "capped_cpu_s_per_million_records.Spark",
+                            "capped_cpu_s_per_million_records.broker", "capped_cpu_s_per_million_records.machine")),
+           "backlog.kafkasync.capped_cpu_s_per_million_records.Python workers",
+           "backlog.capped_cpu_per_record_vs_format_kafka.Spark and broker",
+           "targets.backlog (1,000 B).capped_bytes_per_payload_byte.value",
            f"backlog.{benchmark.FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
            "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
            "latency.kafkasync.steady.p99_ms", "latency.kafkasync.trigger_ms.addBatch",
