@@ -9,6 +9,7 @@ pause, resume and version barriers under test are librdkafka's.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -125,3 +126,133 @@ def test_the_records_kept_after_an_answer_are_bounded(kafka_cluster, topic_facto
     assert probe.first_records({tp: 10}) == {tp: (10, BASE_TS + 10)}
     after, records = probe.read_on[tp]
     assert after == 11 and records == [(offset, BASE_TS + offset) for offset in range(11, 11 + _MOST_FOLLOWING)]
+
+
+# --- What a probe costs (issue 53, item 3) ------------------------------------------------------
+
+def test_the_probes_own_sizes_win_over_the_users_and_librdkafka_accepts_them():
+    """The probe's queue and fetch sizes are fixed over the query's ``kafka.*`` settings (those
+    tune the executors' reads), its queue holds at most one response, and librdkafka takes the
+    set as it is: an explicit ``fetch.max.bytes`` below ``message.max.bytes`` is refused at
+    creation (rd_kafka_conf_finalize), which no Kafka is needed to see."""
+    from confluent_kafka import Consumer
+
+    from kafkasync_source.driver.record_probe import _FETCH_BYTES, _PARTITION_FETCH_BYTES, probe_settings
+
+    user = {"bootstrap.servers": "127.0.0.1:1", "queued.min.messages": "100000",
+            "queued.max.messages.kbytes": "65536", "fetch.max.bytes": "52428800",
+            "max.partition.fetch.bytes": "1048576", "fetch.queue.backoff.ms": "1000", "client.id": "mine"}
+    settings = probe_settings(user)
+    assert settings["client.id"] == "mine"
+    assert settings["queued.min.messages"] == 1
+    assert settings["max.partition.fetch.bytes"] == _PARTITION_FETCH_BYTES
+    assert settings["fetch.max.bytes"] == _FETCH_BYTES == settings["queued.max.messages.kbytes"] * 1024
+    assert settings["fetch.max.bytes"] >= 1_000_000, "librdkafka's default message.max.bytes"
+    Consumer(settings).close()
+
+
+def _mock_port(kafka_cluster) -> int:
+    return int(kafka_cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+
+
+BATCH_RECORDS = 900
+VALUE_BYTES = 1_000
+
+
+def _fill_with_large_batches(kafka_cluster, topic: str, partitions: int, batches: int) -> None:
+    """``batches`` producer batches of ``BATCH_RECORDS`` records of ``VALUE_BYTES`` per
+    partition, about 0.93 MB each: one flush per batch, ``batch.size`` above it, so each is one
+    message set (the embedded cluster keeps one per produce request)."""
+    from kafkasync_dev.testing import produce_confirmed
+
+    producer = kafka_cluster.producer({"linger.ms": 5_000, "batch.size": 1_048_576,
+                                       "batch.num.messages": 100_000, "compression.type": "none"})
+    for batch in range(batches):
+        produce_confirmed(producer, topic, (Record(p, BASE_TS + batch * BATCH_RECORDS + i, None, b"v" * VALUE_BYTES)
+                                            for p in range(partitions) for i in range(BATCH_RECORDS)))
+
+
+def test_a_probe_fetches_the_batch_holding_its_record_not_the_next_ones(kafka_cluster, topic_factory, probe):
+    """Producer batches of about 1 MB: each probe costs the brokers the batch holding its
+    record (the floor: a batch is used whole or not at all) and not the batches after it,
+    which librdkafka fetched while the probe was handing over its answer before it paused the
+    partition (2 batches a probe on the embedded cluster before ``queued.min.messages=1``).
+    Bytes are the embedded brokers' own, read from their sockets (``ss``).
+
+    Not shown, because it still happens: an answer that is the last record of everything
+    fetched leaves librdkafka's queue empty while its partition is unpaused, and the next batch
+    is fetched before the pause arrives (the embedded cluster sends it whole; a real broker sends
+    an oversized batch to one partition of a response, see record_probe's module docstring)."""
+    import shutil
+
+    from benchmarks.broker_bytes import BrokerBytesSampler
+
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: the brokers' bytes cannot be read")
+    partitions, batches = 4, 3
+    topic = topic_factory(partitions)
+    _fill_with_large_batches(kafka_cluster, topic, partitions, batches)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    batch_bytes = BATCH_RECORDS * VALUE_BYTES
+    for offset in (10, BATCH_RECORDS + 5, 2 * BATCH_RECORDS - 20, 3):
+        with BrokerBytesSampler(_mock_port(kafka_cluster), interval_s=0.01) as sampled:
+            answers = probe.first_records(dict.fromkeys(tps, offset))
+            time.sleep(0.3)  # what librdkafka fetched after the answers, too
+        assert answers == {tp: (offset, BASE_TS + offset) for tp in tps}
+        per_probe = sampled.bytes_sent / partitions
+        assert batch_bytes <= per_probe < 1.3 * batch_bytes, \
+            f"offset {offset}: {per_probe:,.0f} bytes a probe, producer batches of {batch_bytes:,} payload bytes"
+
+
+def _twenty_capped_batches(kafka_cluster, topic: str, **options: str) -> tuple[list[dict], list[int], set]:
+    """20 batches of ``maxOffsetsPerTrigger=4`` on the event time ``$.ts`` promised in order:
+    each batch's end offsets, the batches before which records were probed, and the planning
+    paths that cut them."""
+    from kafkasync_source.config.options import parse_options
+    from kafkasync_source.planning.offsets import SyncOffset
+    from kafkasync_source.spark.schema import kafka_schema
+    from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
+
+    parsed = parse_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic,
+                            "startingOffsets": "earliest", "maxOffsetsPerTrigger": "4",
+                            "eventTime.jsonPath": "$.ts", **options}, streaming=True)
+    reader = KafkaSyncStreamReader(parsed, kafka_schema(False))
+    ends, probed_at, paths = [], [], set()
+    try:
+        start = reader.initialOffset()
+        index = reader._sync_driver()._time_index
+        for batch in range(1, 21):
+            rounds = index.records.rounds if index is not None else 0
+            deadline = time.monotonic() + 30
+            while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) == start:
+                assert time.monotonic() < deadline, f"no batch {batch}"
+                time.sleep(0.05)
+            if index is not None and index.records.rounds > rounds:
+                probed_at.append(batch)
+            paths.add(reader.reportLatestOffset()["planning"])
+            reader.partitions(start, end)
+            ends.append(SyncOffset.from_json(end).next_offsets())
+            start = end
+    finally:
+        reader.stop()
+    return ends, probed_at, paths
+
+
+def test_a_round_that_times_out_backs_off_and_the_fetch_path_plans_meanwhile(kafka_cluster, topic_factory,
+                                                                              monkeypatch):
+    """A probe round that times out is not paid for again at every trigger: of 20 rate-limited
+    batches planned on the record-probe path (an event time promised in order), rounds whose
+    every attempt times out are tried before the 1st, 2nd, 4th, 8th and 16th, as for any
+    answer the index cannot give. The batches in between are the fetch path's, cut where
+    ``planningMode=fetch`` cuts them."""
+    from kafkasync_source.driver import record_probe
+
+    topic = topic_factory(2)
+    kafka_cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b'{"ts":%d}' % (BASE_TS + i)) for i in range(80)])
+    fetched, _, paths = _twenty_capped_batches(kafka_cluster, topic, planningMode="fetch")
+    assert paths == {"fetch"}
+    monkeypatch.setattr(record_probe, "_PROBE_TIMEOUT_S", 0.0)  # every round times out
+    backed_off, probed_at, paths = _twenty_capped_batches(kafka_cluster, topic, **{"eventTime.order": "nonDecreasing"})
+    assert probed_at == [1, 2, 4, 8, 16]
+    assert paths == {"fetch"}
+    assert backed_off == fetched

@@ -3,6 +3,45 @@
 The time index's answers are checked with it (a transaction marker or an aborted record can hold
 an index entry no consumer reads: :mod:`kafkasync_source.planning.index_planner`), and, for an
 event time promised in order, it is the index itself (:mod:`kafkasync_source.driver.probe_index`).
+
+What a probe costs the brokers
+------------------------------
+A probe reads a record, but the brokers send record batches, and a consumer can use none of a
+batch it did not receive whole, so **the floor of one probe is the producer batch that holds the
+offset** (a producer with ``batch.size=1048576`` writes batches of up to 1 MiB; at 4,096
+partitions one round at that floor is 4 GiB). What the sources say:
+
+* Kafka (KIP-74, fetch v3 and later): a partition's ``MaxBytes`` is ignored only for the first
+  non-empty partition of a response, which gets at least its first whole batch
+  (``ReplicaManager.readFromLocalLog``: ``minOneMessage`` until a partition returned records;
+  ``LogSegment.read``); any other partition whose first batch does not fit gets *no* records
+  (``ReplicaManager.read``: ``firstEntryIncomplete`` is answered with ``MemoryRecords.EMPTY``).
+  So with batches larger than ``max.partition.fetch.bytes`` a response carries one partition's
+  batch, and a round costs a fetch round trip per partition: slow at thousands of partitions,
+  which :data:`_PROBE_TIMEOUT_S` and the back-off below bound, but not more bytes.
+* librdkafka (``rd_kafka_msgset_reader_run``, rdkafka_msgset_reader.c, v2.15): when a
+  partition's data held no complete message and no control message, it doubles that
+  partition's ``rktp_fetch_msg_max_bytes`` (up to 1 GiB) and never lowers it: the value is set
+  once, from ``max.partition.fetch.bytes``, when the partition's object is created
+  (``rd_kafka_toppar_new0``, rdkafka_partition.c) and sent as the partition's ``MaxBytes`` in
+  every fetch (rdkafka_fetcher.c). On a real broker an oversized batch comes back empty, not
+  partial, so this fires where complete batches hold nothing it hands over (aborted
+  transactions under read_committed, batches emptied by compaction): the probe's checks of
+  transactional topics. A v2 batch it received only in part is not parsed at all
+  (``rd_kafka_msgset_reader_v2``: a payload longer than what remains is an underflow).
+* librdkafka prefetches: a partition is fetched again as soon as its previous response is
+  handled, until the consumer's queue holds ``queued.min.messages`` (100,000) messages or
+  ``queued.max.messages.kbytes`` (64 MiB) (``rd_kafka_toppar_fetch_decide``; with the
+  high-level consumer both apply to its one queue). A partition the probe pauses once it
+  answered was fetched again meanwhile: on the embedded cluster two batches a probe instead of
+  one (tests/test_record_probe.py).
+
+Hence :func:`probe_settings`: the consumer holds at most one response ahead of the probe
+(``queued.min.messages=1``, looked at again every millisecond), so a partition that answered is
+paused before its next fetch; ``fetch.max.bytes`` bounds what one response carries, and so what
+a partition whose size librdkafka doubled can cost a probe (4 MiB, or its one whole batch); a
+round that times out replaces the consumer, which starts again at ``max.partition.fetch.bytes``,
+and is answered by the fetch path, the index paths asking again only after a back-off.
 """
 
 from __future__ import annotations
@@ -22,6 +61,22 @@ from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.record_facts import RecordFacts
 
 _PROBE_TIMEOUT_S = 10.0
+"""A round still without every answer after this gives up (:class:`IndexCannotAnswer`): the
+batch is planned from fetched records, and the planning runner asks the index paths again only
+after 1, 2, 4 ... 64 such batches (``SyncDriver._fall_back``), not at every trigger."""
+_PARTITION_FETCH_BYTES = 16_384
+"""``max.partition.fetch.bytes``: little per partition, many partitions per response. Not 1
+byte: a broker sends a batch larger than it only for the first partition of a response (see
+the module docstring), so the limit is a typical small producer batch; else a response holds
+one partition, and thousands of partitions take thousands of round trips."""
+_FETCH_BYTES = 4 * 1024 * 1024
+"""``fetch.max.bytes``, and the consumer's queue (``queued.max.messages.kbytes``): what one
+response carries beyond the first partition's whole batch. librdkafka requires it to be at
+least ``message.max.bytes`` (1,000,000 by default) when set."""
+_QUEUE_BACKOFF_MS = 1
+"""``fetch.queue.backoff.ms``: with ``queued.min.messages=1`` librdkafka looks at a partition
+again this long after it found the queue holding a message; its default (1 s) would make every
+response of a round wait a second."""
 Following = tuple[int, list[tuple[int, int]]]
 """The records read after an answer at offset ``a``: ``(a + 1, records)``, ``(offset, time)``
 each, the first one the first record with a time at or after ``a + 1``, each next one the first
@@ -32,6 +87,26 @@ _MOST_SKIPPED = 10_000
 """Records without an event time (``eventTime.onInvalid=skip``) a probe reads past before it
 gives up and the fetch path plans the batch: a partition of heartbeats is read in full there
 once, not at every probe."""
+
+
+def probe_settings(client_config: Mapping[str, str]) -> dict[str, Any]:
+    """The probe consumer's librdkafka settings: the query's client settings, with what a
+    probe needs fixed over them (a user's ``kafka.queued.*``/``kafka.fetch.*`` tune the
+    executors' reads, not the probe's). See the module docstring for why each size."""
+    return {
+        **client_config,
+        "group.id": consumer_group_id(client_config),
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+        "max.partition.fetch.bytes": _PARTITION_FETCH_BYTES,
+        "fetch.max.bytes": _FETCH_BYTES,
+        "fetch.wait.max.ms": 10,
+        "queued.min.messages": 1,
+        "queued.max.messages.kbytes": _FETCH_BYTES // 1024,
+        "fetch.queue.backoff.ms": _QUEUE_BACKOFF_MS,
+    }
 
 
 class RecordProbe:
@@ -49,22 +124,7 @@ class RecordProbe:
         self._record_time = record_time
         self.records_read = 0
         """Records this probe's consumer handed over since the query started."""
-        self._config = {
-            **client_config,
-            "group.id": consumer_group_id(client_config),
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-            # Little per partition, many partitions per request. A broker sends whole record
-            # batches, and a batch larger than max.partition.fetch.bytes only for the first
-            # partition of a response (ReplicaManager.readFromLog's minOneMessage), so the
-            # limit is a typical producer batch, not 1 byte: else a response holds one
-            # partition, and thousands of partitions take thousands of round trips.
-            "max.partition.fetch.bytes": 16_384,
-            "fetch.max.bytes": 16 * 1024 * 1024,
-            "fetch.wait.max.ms": 10,
-        }
+        self._config = probe_settings(client_config)
         self._consumer: Optional[Consumer] = None
         self._assigned: set[TopicPartition] = set()
         """Partitions assigned to the consumer, each paused between rounds."""
@@ -92,10 +152,15 @@ class RecordProbe:
             self._unassign()
             raise
         missing = {tp: f"no record or end of partition at offset {offset} within "
-                       f"{_PROBE_TIMEOUT_S:.0f} s" for tp, offset in offsets.items() if tp not in answers}
+                       f"{_PROBE_TIMEOUT_S:.0f} s (reading records at chosen offsets is backed off)"
+                   for tp, offset in offsets.items() if tp not in answers}
         if missing:
-            self._unassign()
-            raise IndexCannotAnswer(missing, lookup_failed=True)
+            # Not a failed look-up, which is asked again at the next trigger: a round this slow
+            # (at thousands of partitions, one round trip per partition whose batches are larger
+            # than the fetch size) would cost every trigger as much again. The new consumer
+            # starts at max.partition.fetch.bytes, whatever librdkafka doubled it to.
+            self.close()
+            raise IndexCannotAnswer(missing)
         return answers
 
     def _start(self, consumer: Consumer, offsets: Mapping[TopicPartition, int]) -> None:
@@ -159,7 +224,8 @@ class RecordProbe:
             waiting = len(offsets) - len(answers)
             if not waiting and not following:
                 break
-            messages = consumer.consume(waiting + len(following), 0.1 if waiting else 0)
+            asked = waiting + len(following)
+            messages = consumer.consume(asked, 0.1 if waiting else 0)
             if not messages and not waiting:
                 break
             self.records_read += len(messages)
@@ -205,6 +271,13 @@ class RecordProbe:
                                                  f"({error.str()})"}, lookup_failed=True)
                 settled.append(KafkaTopicPartition(tp.topic, tp.partition))
                 settled_partitions.add(tp)
+            if len(messages) < asked and following:
+                # The queue is drained: the followers its fetches brought are read, and a
+                # partition left fetching now would cost its next record batch (the next one
+                # after a batch's last record) for records nobody asked.
+                settled.extend(KafkaTopicPartition(tp.topic, tp.partition) for tp in following)
+                settled_partitions.update(following)
+                following.clear()
             if settled:
                 consumer.pause(settled)
         if following:
