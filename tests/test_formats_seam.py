@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Message
 
@@ -43,3 +44,66 @@ def test_the_seam_reads_each_record_the_same_the_first_time_and_from_its_known_h
         for _ in range(2):
             with pytest.raises(KafkaSyncEventTimeError, match=f"{topic}-0 offset 9 .*{why}"):
                 strict.time_of(Message(topic=topic, partition=0, offset=9, value=value, timestamp=(1, T)))
+
+
+class _Collected:
+    """Where ``evolving_topic`` writes: the framed values as the serializers wrote them."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        pass
+
+    def produce(self, topic: str, records) -> None:
+        self.records.extend(records)
+
+
+def test_the_decoded_column_of_an_evolving_topic_with_strays_is_what_fastavro_gives(schema_registry_url):
+    """``value.decode``'s column over one consume() batch that holds v1, v2 and v3 writers of a
+    Debezium topic (registered by confluent-kafka's serializers), a tombstone, a stray JSON value
+    and an unknown schema id: by numpy where it decodes exactly, equal to the reference path
+    (fastavro's ``schemaless_reader`` with the writer and the pinned reader schema, as before),
+    null for the strays. Then the same batch in pieces of one record, where each run is one record."""
+    import io
+    import json
+
+    import fastavro
+    from pyspark.sql import types
+
+    from kafkasync_dev.testing.debezium import evolving_topic
+    from kafkasync_source.formats.avro import _DECODERS, _arrow_values
+    from kafkasync_source.formats.registry import registry
+    from kafkasync_source.spark.schema import arrow_schema
+
+    topic = f"decoded-evolution-{time.time_ns()}"
+    collected = _Collected()
+    evolution = evolving_topic(collected, schema_registry_url, topic, per_version=4, start_ms=T)
+    options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": topic,
+                             "value.format": "avro-confluent", "schema.registry.url": schema_registry_url,
+                             "value.decode": "true"}, streaming=True)
+    (value_format,) = options.decoded_formats
+    arrow_type = arrow_schema(types.StructType([types.StructField("v", value_format.spark_type())])).field("v").type
+    values = [record.value for record in collected.records]
+    values[2:2] = [None, b"{\"ts\": 1}", b"\x00\x7f\xff\xff\xf0" + values[0][5:]]
+    records = [Message(topic=topic, partition=0, offset=i, value=value, timestamp=(1, T))
+               for i, value in enumerate(values)]
+
+    client = registry(value_format.registry)
+    reader = json.loads(value_format.reader_schema().schema_str)
+    to_arrow = _arrow_values(reader)
+    expected = []
+    for value in values:
+        if value is None or value[:1] != b"\x00" or value[1:5] == b"\x7f\xff\xff\xf0":
+            expected.append(None)
+            continue
+        writer = json.loads(client.schema(int.from_bytes(value[1:5], "big")).schema_str)
+        expected.append(to_arrow(fastavro.schemaless_reader(io.BytesIO(value[5:]), writer, reader)))
+    expected_column = pa.array(expected, type=arrow_type)
+
+    decode = value_format.column_decoder(arrow_type)
+    assert decode(records).to_pylist() == expected_column.to_pylist()
+    assert [decode([record]).to_pylist()[0] for record in records] == expected_column.to_pylist()
+    assert expected_column.null_count == 3 and len({v[1:5] for v in values if v and v[:1] == b"\x00"}) == 4
+    decoder = _DECODERS[value_format]  # every writer schema compiled to a numpy decoder (avro_columns.py)
+    assert all(decoder.columns(written.schema_id, arrow_type) is not None for written in evolution.records)

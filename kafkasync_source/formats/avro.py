@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 
 from kafkasync_source.event_time.formats import MAX_TIME_MS, InvalidTime, checked, converter
 from kafkasync_source.event_time.options import EPOCH_MICROS, EPOCH_MILLIS, EPOCH_SECONDS, record_name
-from kafkasync_source.formats.avro_batch import NotInBatch, Program, path_program
+from kafkasync_source.formats.avro_batch import NotInBatch, Program, framed, path_program
 from kafkasync_source.formats.framing import HEADER_BYTES, read_varint, schema_id
 from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
@@ -544,19 +544,10 @@ def batch_time_reader(options: Any, path: str, time_format: str) -> Callable[[li
         count = len(values)
         if not count:
             return []
-        try:
-            lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
-        except TypeError:  # a tombstone
+        batch = framed(values, HEADER_BYTES)
+        if batch is None:
             return None
-        if lengths.min() < HEADER_BYTES:
-            return None
-        buf = np.frombuffer(b"".join(values), dtype=np.uint8)
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        if buf[starts].any():
-            return None  # a payload without the magic byte
-        ids = buf[starts + 1].astype(np.int64) << 24 | buf[starts + 2].astype(np.int64) << 16 \
-            | buf[starts + 3].astype(np.int64) << 8 | buf[starts + 4].astype(np.int64)
+        buf, starts, ends, ids = batch
         schema_refs = np.unique(ids).tolist()
         if len(schema_refs) == 1:  # the common case: one writer schema in the batch
             found = _batch_times(compiled, schema_refs[0], buf, starts, ends)
@@ -735,6 +726,7 @@ class _Decoder:
         self._options = options
         self._reader = _Names(reader.schema_str)
         self._checked: dict[int, str] = {}
+        self._columns: dict[tuple[int, str], Any] = {}
         self._lock = threading.Lock()
 
     def writer_json(self, schema_ref: int) -> str:
@@ -761,6 +753,22 @@ class _Decoder:
         container = _container(self.writer_json(schema_ref), bodies)
         return list(fastavro.reader(io.BytesIO(container), self._reader.raw))
 
+    def columns(self, schema_ref: int, arrow_type: Any) -> Optional[Any]:
+        """The writer schema's numpy decoder into ``arrow_type`` (avro_columns.py), None where
+        the schemas hold what it does not decode (compiled once per writer schema)."""
+        from kafkasync_source.formats.avro_columns import Columns
+
+        key = (schema_ref, str(arrow_type))
+        if key not in self._columns:
+            writer = _Names(self.writer_json(schema_ref))
+            try:
+                compiled = Columns(writer.resolve, self._reader.resolve, _kind, _field_index).of(
+                    writer.root, self._reader.root, arrow_type)
+            except NotInBatch:
+                compiled = None
+            self._columns[key] = compiled
+        return self._columns[key]
+
     def decode_one(self, schema_ref: int, body: bytes) -> Any:
         import fastavro
 
@@ -780,32 +788,81 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
     if decoder is None:
         decoder = _DECODERS.setdefault(options, _Decoder(options))
     to_arrow = _arrow_values(decoder.reader_schema)
+    payload_of = operator.methodcaller("value" if options.part == "value" else "key")
 
     def decode(records: list) -> Any:
-        payloads = [options.payload(record) for record in records]
-        rows: list[Any] = [None] * len(payloads)
-        runs: dict[int, list[int]] = {}
-        for index, payload in enumerate(payloads):
+        import numpy as np
+
+        payloads = [payload_of(record) for record in records]
+        rows = None  # the records' positions among payloads, where some are not framed
+        batch = framed(payloads, HEADER_BYTES)
+        if batch is None:  # a tombstone or a stray record among them: a null value each
+            rows = [index for index, payload in enumerate(payloads) if _is_framed(payload)]
+            batch = framed([payloads[index] for index in rows], HEADER_BYTES)
+            assert batch is not None
+        buf, starts, ends, ids = batch
+        schema_refs = np.unique(ids).tolist()
+        pieces: list[Any] = []
+        where = np.full(len(ids), -1, dtype=np.int64)
+        """Each framed record's row in the runs' values joined; -1: a null value."""
+        joined_rows = 0
+        for schema_ref in schema_refs:
+            which = np.arange(len(ids)) if len(schema_refs) == 1 else np.flatnonzero(ids == schema_ref)
             try:
-                runs.setdefault(schema_id(payload), []).append(index)
-            except InvalidTime:
-                pass
-        for schema_ref, indexes in runs.items():
-            try:
-                try:
-                    decoded = decoder.decode_run(schema_ref, [payloads[i][HEADER_BYTES:] for i in indexes])
-                except InvalidTime:
-                    raise
-                except Exception:  # noqa: BLE001 - one bad record among them: decode each alone
-                    decoded = [_one(decoder, schema_ref, payloads[i]) for i in indexes]
+                piece = _run_values(decoder, schema_ref, buf, starts[which], ends[which], arrow_type, to_arrow)
             except InvalidTime:  # the id is unknown or not Avro: null values
                 continue
             except KafkaSyncFormatError as err:
-                raise KafkaSyncFormatError(f"kafkasync: {record_name(records[indexes[0]])}: {err}") from None
-            for index, row in zip(indexes, decoded):
-                rows[index] = to_arrow(row) if row is not None else None
-        return pa.array(rows, type=arrow_type)
+                first = int(which[0]) if rows is None else rows[int(which[0])]
+                raise KafkaSyncFormatError(f"kafkasync: {record_name(records[first])}: {err}") from None
+            where[which] = joined_rows + np.arange(len(which))
+            joined_rows += len(which)
+            pieces.append(piece)
+        if not pieces:
+            return pa.nulls(len(payloads), arrow_type)
+        joined = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        if rows is None and len(pieces) == 1 and joined_rows == len(payloads):  # one writer, all framed
+            return joined
+        if rows is not None:
+            every = np.full(len(payloads), -1, dtype=np.int64)
+            every[rows] = where
+            where = every
+        return joined.take(pa.array(where, mask=where < 0))
     return decode
+
+
+def _is_framed(payload: Any) -> bool:
+    try:
+        schema_id(payload)
+        return True
+    except InvalidTime:
+        return False
+
+
+def _run_values(decoder: _Decoder, schema_ref: int, buf: Any, starts: Any, ends: Any, arrow_type: Any,
+                to_arrow: Callable[[Any], Any]) -> Any:
+    """The values of a run of records of one writer schema (each ``buf[starts[i]:ends[i]]``): by
+    numpy (avro_columns.py) where it decodes the schemas and every record exactly, else through
+    fastavro (one container of the run, or each record alone where one of them fails: null)."""
+    import pyarrow as pa
+
+    from kafkasync_source.formats.avro_columns import decode_run
+
+    column = decoder.columns(schema_ref, arrow_type)  # checks the resolution first: KafkaSyncFormatError
+    if column is not None:
+        try:
+            return decode_run(column, buf, starts + HEADER_BYTES, ends)
+        except NotInBatch:
+            pass
+    data = buf.tobytes()
+    payloads = [data[start:end] for start, end in zip(starts.tolist(), ends.tolist())]
+    try:
+        decoded = decoder.decode_run(schema_ref, [payload[HEADER_BYTES:] for payload in payloads])
+    except InvalidTime:
+        raise
+    except Exception:  # noqa: BLE001 - one bad record among them: decode each alone
+        decoded = [_one(decoder, schema_ref, payload) for payload in payloads]
+    return pa.array([to_arrow(row) if row is not None else None for row in decoded], type=arrow_type)
 
 
 def _one(decoder: _Decoder, schema_ref: int, payload: bytes) -> Any:

@@ -50,6 +50,27 @@ def varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64), lengths
 
 
+def framed(values: list, header_bytes: int = 5) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Confluent-framed payloads joined into one byte array: ``(buf, starts, ends, schema ids)``,
+    or None where any value is a tombstone, shorter than the header or without the magic byte 0
+    (formats/framing.py; the caller then takes such values one at a time)."""
+    count = len(values)
+    try:
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
+    except TypeError:  # a tombstone
+        return None
+    if count and lengths.min() < header_bytes:
+        return None
+    buf = np.frombuffer(b"".join(values), dtype=np.uint8)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    if buf[starts].any():
+        return None  # a payload without the magic byte
+    ids = buf[starts + 1].astype(np.int64) << 24 | buf[starts + 2].astype(np.int64) << 16 \
+        | buf[starts + 3].astype(np.int64) << 8 | buf[starts + 4].astype(np.int64)
+    return buf, starts, ends, ids
+
+
 def _run(program: list[Op], buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
     for op in program:
         op(buf, positions, which)
