@@ -155,23 +155,6 @@ def _mock_port(kafka_cluster) -> int:
     return int(kafka_cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
 
 
-BATCH_RECORDS = 900
-VALUE_BYTES = 1_000
-
-
-def _fill_with_large_batches(kafka_cluster, topic: str, partitions: int, batches: int) -> None:
-    """``batches`` producer batches of ``BATCH_RECORDS`` records of ``VALUE_BYTES`` per
-    partition, about 0.93 MB each: one flush per batch, ``batch.size`` above it, so each is one
-    message set (the embedded cluster keeps one per produce request)."""
-    from kafkasync_dev.testing import produce_confirmed
-
-    producer = kafka_cluster.producer({"linger.ms": 5_000, "batch.size": 1_048_576,
-                                       "batch.num.messages": 100_000, "compression.type": "none"})
-    for batch in range(batches):
-        produce_confirmed(producer, topic, (Record(p, BASE_TS + batch * BATCH_RECORDS + i, None, b"v" * VALUE_BYTES)
-                                            for p in range(partitions) for i in range(BATCH_RECORDS)))
-
-
 def test_a_probe_fetches_the_batch_holding_its_record_not_the_next_ones(kafka_cluster, topic_factory, probe):
     """Producer batches of about 1 MB: each probe costs the brokers the batch holding its
     record (the floor: a batch is used whole or not at all) and not the batches after it,
@@ -186,14 +169,15 @@ def test_a_probe_fetches_the_batch_holding_its_record_not_the_next_ones(kafka_cl
     import shutil
 
     from benchmarks.broker_bytes import BrokerBytesSampler
+    from kafkasync_dev.testing.large_batches import BATCH_PAYLOAD_BYTES, BATCH_RECORDS, produce_large_batches
 
     if shutil.which("ss") is None:
         pytest.skip("ss (iproute2) is not installed: the brokers' bytes cannot be read")
-    partitions, batches = 4, 3
+    partitions = 4
     topic = topic_factory(partitions)
-    _fill_with_large_batches(kafka_cluster, topic, partitions, batches)
+    produce_large_batches(kafka_cluster.producer, topic, partitions, 3, BASE_TS)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    batch_bytes = BATCH_RECORDS * VALUE_BYTES
+    batch_bytes = BATCH_PAYLOAD_BYTES
     for offset in (10, BATCH_RECORDS + 5, 2 * BATCH_RECORDS - 20, 3):
         with BrokerBytesSampler(_mock_port(kafka_cluster), interval_s=0.01) as sampled:
             answers = probe.first_records(dict.fromkeys(tps, offset))
