@@ -382,7 +382,12 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             "(../deployment.md#sizing-the-executors-consumers)). Fixed without an error: "
             '`kafka.enable.auto.offset.store` (always false: kafkasync stores no offsets), and in the '
             "driver's record fetcher (`planningMode=fetch`, `eventTime.*`) `kafka.queued.max.messages.kbytes` "
-            '(16384) and `kafka.fetch.queue.backoff.ms` (10)'
+            "(16384) and `kafka.fetch.queue.backoff.ms` (10); in the driver's record probe (the index paths' "
+            'reads of single records) `kafka.max.partition.fetch.bytes` (16384), `kafka.fetch.max.bytes` '
+            '(4194304), `kafka.fetch.wait.max.ms` (10), `kafka.queued.min.messages` (1), '
+            '`kafka.queued.max.messages.kbytes` (4096) and `kafka.fetch.queue.backoff.ms` (1): a probe '
+            'costs the brokers the producer batch holding its record '
+            '([What a trigger costs](../concepts.md#thousands-of-partitions-what-a-trigger-costs))'
         ),
     ),
 )
