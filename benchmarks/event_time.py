@@ -30,12 +30,15 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   fetcher's lock).
 
 **A field of a Schema Registry value** (``python -m benchmarks.event_time --avro-extraction``,
-:func:`avro_extraction`): the seam on one core with ``eventTime.field=source.ts_ms`` over
-Debezium change events written by confluent-kafka's ``AvroSerializer`` (about 200 B framed, a
-real registry: ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or one started here), beside
-``eventTime.jsonPath`` over the same events as JSON and over this file's orders (``$.ts``), record
-by record and a consume() batch at a time, in turns, best of :data:`REPEATS`. Records are
+:func:`avro_extraction`, in ``make bench``): the seam on one core with ``eventTime.field=
+source.ts_ms`` over Debezium change events framed as confluent-kafka's ``AvroSerializer`` frames
+them (``benchmarks.formats_bench``'s updates, about 200 B, a real registry:
+``KAFKASYNC_SCHEMA_REGISTRY_URL`` or one started here), beside ``eventTime.jsonPath`` over the
+same events as JSON and over this file's orders (``$.ts``), record by record and a consume()
+batch at a time; and ``value.decode``'s column of the same batches (by numpy, and through
+fastavro as its fallback does); in turns, best of :data:`REPEATS`. Records are
 ``confluent_kafka.Message`` objects built in memory: what a consumer hands over, without a broker.
+``benchmarks/formats_bench.py`` reads the same events in Spark beside ``from_avro``.
 
 ``python -m benchmarks.event_time [--tiny]`` runs it alone (it starts its own Spark session).
 ``--beside-format-kafka``, in ``make parity``'s virtualenv (Spark's own connector at the same
@@ -50,7 +53,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 from benchmarks.broker_bytes import BrokerBytesSampler, _read_once
 from benchmarks.side_by_side import SourceRunnerPeak
@@ -339,9 +342,12 @@ with ``get_json_object`` for the time (what ``format("kafka")``'s users do today
 
 
 def windowed_read_seconds(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str],
-                          column: Optional[str], cap: int) -> float:
+                          column: Union[None, str, Callable[[Any], Any]], cap: int,
+                          expected: Optional[int] = None) -> float:
     """Seconds of a capped ``availableNow`` run of a 5-minute window count on the event time
-    with a 10-minute watermark, into ``noop`` (the issue's setup)."""
+    with a 10-minute watermark, into ``noop`` (the issue's setup). ``column``: the event-time
+    column's name, a function ``events -> time column``, or None (``$.ts`` by
+    ``get_json_object``). ``expected``: the rows the read must have read."""
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
@@ -350,7 +356,7 @@ def windowed_read_seconds(spark: Any, bootstrap: str, topic: str, source: str, o
     for key, value in options.items():
         reader = reader.option(key, value)
     events = reader.load()
-    time_column = (F.col(column) if column else
+    time_column = (column(events) if callable(column) else F.col(column) if column else
                    F.timestamp_millis(F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")))
     counts = (events.withColumn("event_time", time_column).withWatermark("event_time", "10 minutes")
               .groupBy(F.window("event_time", "5 minutes")).count())
@@ -359,8 +365,8 @@ def windowed_read_seconds(spark: Any, bootstrap: str, topic: str, source: str, o
     query.awaitTermination()
     seconds = time.perf_counter() - started
     rows = sum(p.numInputRows for p in query.recentProgress)
-    if rows != PARTITIONS * (rows // PARTITIONS) or rows == 0:
-        raise RuntimeError(f"{source} {options}: read {rows} rows")
+    if rows != PARTITIONS * (rows // PARTITIONS) or rows == 0 or expected not in (None, rows):
+        raise RuntimeError(f"{source} {options}: read {rows} rows" + (f" of {expected}" if expected else ""))
     return seconds
 
 
@@ -403,28 +409,22 @@ def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER
 
 
 def debezium_events(count: int, registry_url: str, topic: str = "bench-debezium") -> tuple[list, list]:
-    """``count`` Debezium change events of an orders table (two updates to a create; an update
-    has ``before`` and ``after``), framed by ``AvroSerializer`` (one registered schema, about
-    150 B a record), and the same events as JSON: ``(avro values, json values)``."""
-    from kafkasync_dev.testing.debezium import VALUE_V2, avro_serializer, change_event, envelope_schema
+    """``count`` Debezium change events of an orders table, updates with ``before`` and
+    ``after`` rows (``benchmarks.formats_bench``'s, about 200 B framed, its schema registered by
+    ``AvroSerializer``), and the same events as JSON: ``(avro values, json values)``."""
+    from benchmarks.formats_bench import _encoder, _event
 
-    encode = avro_serializer(registry_url, envelope_schema(VALUE_V2))
+    encode = _encoder(registry_url, topic)
     now = int(time.time() * 1000)
-    avro, as_json = [], []
-    for i in range(count):
-        row = {"id": f"order-{i:08d}", "customer": f"c{(i * 7919) % 1_000_000:07d}",
-               "amount": round((i % 10_000) / 7, 2), "currency": "EUR"}
-        event = change_event(row, now - 3_600_000 + i, now + i, op="u" if i % 3 else "c")
-        if event["op"] == "u":  # an update carries the row before it too, as Debezium's do
-            event["before"] = {**row, "amount": row["amount"] + 1}
-        avro.append(encode(event, topic))
-        as_json.append(json.dumps(event, separators=(",", ":")).encode())
-    return avro, as_json
+    events = [_event(0, i, now - 3_600_000 + i, now + i) for i in range(count)]
+    return [encode(event) for event in events], [json.dumps(event, separators=(",", ":")).encode() for event in events]
 
 
 def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats: int = REPEATS) -> dict[str, Any]:
     """Microseconds a record on one core to take the event time: ``eventTime.field`` on Avro
-    beside ``eventTime.jsonPath`` on JSON (see the module doc), best of ``repeats`` turns."""
+    beside ``eventTime.jsonPath`` on JSON (see the module doc), and to decode the value into its
+    column (``value.decode``: by numpy, and through fastavro as the fallback does), best of
+    ``repeats`` turns."""
     from confluent_kafka import Message
 
     from kafkasync_source.config.options import parse_options
@@ -433,16 +433,24 @@ def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats:
 
     avro, debezium_json = debezium_events(sample, registry_url)
     orders = [order(0, i, 1_700_000_000_000 + i) for i in range(sample)]
-    field = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "bench-debezium",
-                           "value.format": "avro-confluent", "schema.registry.url": registry_url,
-                           "eventTime.field": "source.ts_ms"}, streaming=True).event_time
-    seams = {"avro_field_source.ts_ms": (record_time(field), avro),
+    options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "bench-debezium",
+                             "value.format": "avro-confluent", "schema.registry.url": registry_url,
+                             "eventTime.field": "source.ts_ms", "value.decode": "true"}, streaming=True)
+    seams = {"avro_field_source.ts_ms": (record_time(options.event_time), avro),
              "json_path_$.source.ts_ms": (record_time(EventTimeOptions("jsonPath", "$.source.ts_ms")), debezium_json),
              "json_path_$.ts_orders": (record_time(EventTimeOptions("jsonPath", "$.ts")), orders)}
     records = {label: [Message(topic="bench", partition=0, offset=i, value=value, timestamp=(1, 0))
                        for i, value in enumerate(values)] for label, (_, values) in seams.items()}
+    batches = [records["avro_field_source.ts_ms"][start:start + ARROW_BATCH_ROWS]
+               for start in range(0, sample, ARROW_BATCH_ROWS)]
+    decoders = _value_decoders(options.decoded_formats[0])
     best: dict[str, dict[str, float]] = {label: {"per_record_us": float("inf"), "batch_us": float("inf")}
                                          for label in seams}
+    decode_best = {label: float("inf") for label in decoders}
+    for label, (seam, _values) in seams.items():  # unmeasured: compile each writer schema's readers
+        seam.times_of(records[label][:ARROW_BATCH_ROWS])
+    for decode in decoders.values():
+        decode(batches[0])
     for _ in range(repeats):
         for label, (seam, _values) in seams.items():
             messages = records[label]
@@ -456,10 +464,41 @@ def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats:
             batch = (time.perf_counter() - started) * 1e6 / len(messages)
             best[label] = {"per_record_us": min(best[label]["per_record_us"], per_record),
                            "batch_us": min(best[label]["batch_us"], batch)}
+        for label, decode in decoders.items():
+            started = time.perf_counter()
+            for batch_records in batches:
+                decode(batch_records)
+            decode_best[label] = min(decode_best[label], (time.perf_counter() - started) * 1e6 / sample)
     sizes = {label: sum(map(len, values)) / len(values) for label, (_, values) in seams.items()}
     return {"records": sample, "value_bytes": sizes, "us_per_record": best,
             "avro_vs_json_path": best["avro_field_source.ts_ms"]["batch_us"]
-            / best["json_path_$.source.ts_ms"]["batch_us"]}
+            / best["json_path_$.source.ts_ms"]["batch_us"],
+            "avro_per_record_vs_json_path": best["avro_field_source.ts_ms"]["per_record_us"]
+            / best["json_path_$.source.ts_ms"]["per_record_us"],
+            "value_decode_us_per_record": decode_best}
+
+
+def _value_decoders(value_format: Any) -> dict[str, Any]:
+    """``records -> Arrow column`` of ``value.decode``, as the executors run it (numpy, with its
+    fallback) and as its fallback alone does it (fastavro's reader over the run, then
+    ``pa.array`` over the dicts: how every record was decoded before round 8)."""
+    import pyarrow as pa
+    from pyspark.sql import types
+
+    from kafkasync_source.formats.avro import _DECODERS, _arrow_values
+    from kafkasync_source.formats.framing import HEADER_BYTES, schema_id
+    from kafkasync_source.spark.schema import arrow_schema
+
+    arrow_type = arrow_schema(types.StructType([types.StructField("v", value_format.spark_type())])).field("v").type
+    by_numpy = value_format.column_decoder(arrow_type)
+    decoder = _DECODERS[value_format]
+    to_arrow = _arrow_values(decoder.reader_schema)
+
+    def by_fastavro(records: list) -> Any:
+        values = [record.value() for record in records]
+        rows = decoder.decode_run(schema_id(values[0]), [value[HEADER_BYTES:] for value in values])
+        return pa.array([to_arrow(row) for row in rows], type=arrow_type)
+    return {"numpy": by_numpy, "fastavro": by_fastavro}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -476,7 +515,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     records = 1_000 if args.tiny else RECORDS_PER_PARTITION
     if args.avro_extraction:
-        print(json.dumps(_with_registry(lambda url: avro_extraction(
+        print(json.dumps(with_registry(lambda url: avro_extraction(
             url, 10_000 if args.tiny else EXTRACTION_SAMPLE, 1 if args.tiny else REPEATS)), indent=2))
         return
     with real_broker() as (bootstrap, why_not):
@@ -489,7 +528,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     print(json.dumps(figures, indent=2))
 
 
-def _with_registry(measure_with: Any) -> dict[str, Any]:
+def with_registry(measure_with: Any) -> dict[str, Any]:
     """``measure_with(url)`` against ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or a registry started here."""
     import os
 

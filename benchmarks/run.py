@@ -136,6 +136,8 @@ def run(args) -> dict[str, Any]:
                                        else {"skipped": why_not})
             _log("eventTime.jsonPath on 8 x 200,000 JSON records (benchmarks/event_time.py)")
             results["event_time"] = event_time.run(bootstrap) if bootstrap else {"skipped": why_not}
+        _log("eventTime.field and value.decode on Debezium Avro, one core (benchmarks/event_time.py)")
+        results["avro_extraction"] = event_time.with_registry(event_time.avro_extraction)
         results["async"] = async_bench.run()  # its own Spark session, after _measure's is stopped
         ok = True
     finally:
@@ -445,6 +447,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"(of {results['skew']['0']['read']:,}) | 0 / > 0 | "
         f"{yes('late_dropped_sync = 0 and late_dropped_unsync > 0')} |",
         *event_time_rows(results),
+        *avro_rows(results.get("avro_extraction", {"skipped": "not measured"})),
         "",
         f"`make bench` took {results['bench_seconds']:.0f} s; load average "
         f"{results['load_average_start'][0]:.1f} at start, {results['load_average_end'][0]:.1f} at end "
@@ -480,6 +483,24 @@ def event_time_rows(results: dict[str, Any]) -> list[str]:
         + f" = {figures['capped_speed_vs_without']:.2f} × | | |",
         *(f"| `eventTime.order=nonDecreasing`: {key.split(': ', 1)[-1].split('nonDecreasing ', 1)[-1]} | "
           f"{t[key]['value']} | | {met[t[key]['met']]} |" for key in t if key.startswith("eventTime.order")),
+    ]
+
+
+def avro_rows(figures: dict[str, Any]) -> list[str]:
+    """The Schema Registry rows: a field's time and the decoded value, per record on one core
+    (benchmarks/event_time.py ``avro_extraction``; the Spark reads are side_by_side.py's)."""
+    if "skipped" in figures:
+        return [f"| `eventTime.field` on Avro | not run: {figures['skipped']} | | |"]
+    us, decode = figures["us_per_record"], figures["value_decode_us_per_record"]
+    avro, as_json = us["avro_field_source.ts_ms"], us["json_path_$.source.ts_ms"]
+    size = figures["value_bytes"]
+    return [
+        f"| `eventTime.field=source.ts_ms` on Debezium Avro ({size['avro_field_source.ts_ms']:.0f} B), µs a record "
+        f"on one core, record by record / a consume() batch at a time (`eventTime.jsonPath` on the same events "
+        f"as JSON, {size['json_path_$.source.ts_ms']:.0f} B: {as_json['per_record_us']:.2f} / "
+        f"{as_json['batch_us']:.2f}) | {avro['per_record_us']:.2f} / {avro['batch_us']:.2f} | | |",
+        f"| `value.decode` of those events into its column, µs a record: numpy / fastavro (the fallback) | "
+        f"{decode['numpy']:.2f} / {decode['fastavro']:.2f} | | |",
     ]
 
 

@@ -29,6 +29,10 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
    by busy loops, and every process's CPU seconds per 1,000 records.
 4. **Trigger cost** at 512 and 4,096 partitions, both sources
    (:func:`benchmarks.trigger_cost.measure`, which asks format("kafka")'s Spark progress).
+5. **Debezium Avro** (key ``avro``; not in a smoke run): a windowed count on ``source.ts_ms`` by
+   kafkasync (``value.format=avro-confluent``, ``eventTime.field``, with and without
+   ``value.decode``) beside ``format("kafka")`` + ``substring`` + ``from_avro``
+   (:func:`benchmarks.formats_bench.measure`).
 
 ``python -m benchmarks.side_by_side [--tiny]`` prints the results as JSON; ``--write`` also
 merges them into ``benchmarks/results.json`` (key ``side_by_side``) and draws
@@ -790,7 +794,7 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
     """Every comparison, or ``{"skipped": why}`` where there is no broker or no connector."""
     import pyspark
 
-    from benchmarks import live_rate, trigger_cost
+    from benchmarks import formats_bench, live_rate, trigger_cost
 
     with broker_and_connector() as (bootstrap, jars, why_not):
         if bootstrap is None:
@@ -813,6 +817,10 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
             results["trigger_cost"] = trigger_cost.measure(tiny=tiny, bootstrap=bootstrap, spark=spark, log=log)
         finally:
             spark.stop()
+        # Debezium Avro beside format("kafka") + from_avro: a Spark and a registry of its own, over
+        # a minute even at a smoke's size on a 2-core machine, so a smoke leaves it out.
+        results["avro"] = ({"skipped": "a smoke run: python -m benchmarks.formats_bench --tiny runs it alone"}
+                           if tiny else formats_bench.measure(bootstrap, jars, log=log))
     results["targets"] = targets(results)
     return results
 

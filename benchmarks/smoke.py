@@ -5,7 +5,8 @@ The numbers of a smoke run mean nothing; what is checked is that each benchmark 
 end and returns the figures ``make bench`` and docs/benchmarks.md quote: the planner and driver
 benchmarks on the embedded cluster, and on a real broker (``testing.local_broker.real_broker``)
 the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
-(``broker_bytes --tiny``, plain and transactional). ``--side-by-side`` (run in ``make parity``'s
+(``broker_bytes --tiny``, plain and transactional), and ``eventTime.field``/``value.decode`` on
+Avro against a registry (``event_time.avro_extraction``). ``--side-by-side`` (run in ``make parity``'s
 virtualenv, where Spark's connector is served) checks ``benchmarks/side_by_side.py`` instead,
 with ``benchmarks/live_rate.py`` in it (one rate, 7 s steps, both conditions), and one backlog
 (``backlog_small_records`` is the same code with smaller values).
@@ -91,6 +92,25 @@ def event_time_cost(bootstrap: str) -> None:
            "at_scale.capped.source_runner_peak_rss_mib", "at_scale.uncapped.batches")
 
 
+def avro_cost() -> None:
+    """eventTime.field and value.decode on Debezium Avro, one core, against a registry (no Spark,
+    no broker: a few seconds beside the registry's start); skipped saying why without one,
+    failed under ``KAFKASYNC_REQUIRE_REGISTRY=1`` (as CI runs)."""
+    from benchmarks import event_time
+    from kafkasync_dev.testing.schema_registry import REQUIRE_REGISTRY
+
+    figures = event_time.with_registry(lambda url: event_time.avro_extraction(url, 2_000, 1))
+    if "skipped" in figures:
+        print(f"bench-smoke: eventTime.field on Avro is not run: {figures['skipped']}", flush=True)
+        if os.environ.get(REQUIRE_REGISTRY, "") not in ("", "0"):
+            raise AssertionError(f"{REQUIRE_REGISTRY} is set and there is no registry: {figures['skipped']}")
+        return
+    us = figures["us_per_record"]  # labels hold dots (source.ts_ms): checked by name, not by dotted path
+    _check("eventTime.field on Avro", {"avro": us["avro_field_source.ts_ms"], "json": us["json_path_$.source.ts_ms"],
+                                       "decode": figures["value_decode_us_per_record"]},
+           "avro.per_record_us", "avro.batch_us", "json.batch_us", "decode.numpy", "decode.fastavro")
+
+
 def side_by_side() -> int:
     from benchmarks import live_rate
     from benchmarks import side_by_side as benchmark
@@ -141,7 +161,7 @@ def main() -> int:
         return side_by_side()
     from kafkasync_dev.testing.local_broker import real_broker
 
-    steps: list[tuple[str, Callable[[], None]]] = [("planner", planner)]
+    steps: list[tuple[str, Callable[[], None]]] = [("planner", planner), ("Avro", avro_cost)]
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:
             print(f"bench-smoke: the real-broker benchmarks are not run: {why_not}", flush=True)

@@ -1,0 +1,218 @@
+"""What a Schema Registry format costs: Debezium change events in Confluent-framed Avro, read by
+kafkasync beside ``format("kafka")`` + ``substring`` + ``from_avro``, in one Spark.
+
+The backlog: 8 x 200,000 Debezium change events of an orders table (updates: ``before`` and
+``after`` rows, ``source``, ``op``, ``ts_ms``; about 200 B framed), the schema registered by
+confluent-kafka's ``AvroSerializer`` in a real registry (Apicurio, started here, or the one
+``KAFKASYNC_SCHEMA_REGISTRY_URL`` names). The records are encoded with fastavro's
+``schemaless_writer`` behind the serializer's header, which is what ``AvroSerializer`` writes
+(checked byte for byte on a sample: :func:`_encoder`), so that producing 1.6 M records takes
+seconds, not minutes. Kafka timestamps are a copy job's write time; the event time,
+``source.ts_ms``, spans 6 hours, in order within each partition; ``retention.ms=-1``.
+
+Each read is a 5-minute window count on ``source.ts_ms`` with a 10-minute watermark, capped at a
+quarter of the backlog a trigger (``maxOffsetsPerTrigger``), ``trigger(availableNow=True)`` into
+``noop`` (:func:`benchmarks.event_time.windowed_read_seconds`), in one Spark that has Spark's own
+Kafka connector and ``org.apache.spark:spark-avro_2.13`` at its version (``make parity``'s
+virtualenv), best of ``runs`` after an unmeasured warm-up round of each:
+
+* ``kafkasync_field``: ``value.format=avro-confluent``, ``eventTime.field=source.ts_ms``, the
+  window on the ``eventTime`` column (the synchronized count; the driver reads every record);
+* ``kafkasync_field_promised``: the same with ``eventTime.order=nonDecreasing`` (the driver
+  reads a few records at chosen offsets);
+* ``kafkasync_field_decoded``: ``kafkasync_field`` with ``value.decode=true``, the window on
+  ``valueDecoded.source.ts_ms``;
+* ``format_kafka_from_avro``: ``format("kafka")``, ``from_avro(substring(value, 6), writer
+  schema)`` (the one schema pinned), the window on ``source.ts_ms``.
+
+Targets (issue 52): the synchronized count at least 1.0 x ``format("kafka")``'s speed, with the
+value decoded at least 0.8 x. ``python -m benchmarks.formats_bench [--tiny]`` in ``make
+parity``'s virtualenv; ``benchmarks/side_by_side.py`` runs it in ``make bench``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import time
+from typing import Any, Callable, Iterator, Optional
+
+PARTITIONS, RECORDS_PER_PARTITION = 8, 200_000
+SPAN_MS = 6 * 3_600_000
+TOPIC_PREFIX = "kafkasync-bench-debezium"
+TARGETS = {"field_speed_vs_format_kafka": 1.0, "decoded_speed_vs_format_kafka": 0.8}
+FORMAT_KAFKA = "format_kafka_from_avro"
+
+
+def _envelope_schema() -> str:
+    from kafkasync_dev.testing.debezium import VALUE_V2, envelope_schema
+
+    return envelope_schema(VALUE_V2)
+
+
+def _event(partition: int, i: int, committed_ms: int, processed_ms: int) -> dict[str, Any]:
+    """An update of an order: about 200 B framed."""
+    from kafkasync_dev.testing.debezium import change_event
+
+    amount = round((i % 10_000) / 7, 2)
+    row = {"id": f"order-{partition}-{i:08d}", "customer": f"customer-{(i * 7919) % 1_000_000:07d}@example.com",
+           "amount": amount, "currency": "EUR"}
+    event = change_event(row, committed_ms, processed_ms, op="u")
+    event["before"] = {**row, "amount": amount + 1}
+    return event
+
+
+def _encoder(registry_url: str, topic: str) -> Callable[[dict], bytes]:
+    """``event -> framed bytes``: the serializer's header (its registered id) and fastavro's
+    ``schemaless_writer`` body, checked against ``AvroSerializer``'s own bytes on a sample."""
+    import fastavro
+
+    from kafkasync_dev.testing.debezium import avro_serializer
+
+    schema = _envelope_schema()
+    serialize = avro_serializer(registry_url, schema)
+    parsed = fastavro.parse_schema(json.loads(schema))
+    sample = [_event(p, i, 1_700_000_000_000 + i, 1_700_000_000_000) for p in range(2) for i in (0, 7, 123_456)]
+    header = serialize(sample[0], topic)[:5]
+
+    def encode(event: dict) -> bytes:
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, parsed, event)
+        return header + body.getvalue()
+    for event in sample:
+        if encode(event) != serialize(event, topic):
+            raise AssertionError("fastavro's encoding differs from AvroSerializer's: the benchmark would not "
+                                 "read what confluent-kafka writes")
+    return encode
+
+
+def produce_backlog(bootstrap: str, registry_url: str, topic: str, records_per_partition: int) -> dict[str, Any]:
+    """The backlog (see the module doc): records and mean framed value bytes."""
+    from kafkasync_dev.testing import Record
+    from kafkasync_dev.testing.broker import KafkaBroker
+
+    encode = _encoder(registry_url, topic)
+    now = int(time.time() * 1000)
+    event_start = now - SPAN_MS - 3_600_000
+    step = SPAN_MS // records_per_partition
+    copy_started = now - 60_000 - PARTITIONS * records_per_partition // 10  # 10 records a ms
+    value_bytes = [0]
+
+    def records() -> Iterator[Record]:
+        for i in range(records_per_partition):
+            for partition in range(PARTITIONS):
+                written = copy_started + (i * PARTITIONS + partition) // 10
+                value = encode(_event(partition, i, event_start + i * step + partition, written))
+                value_bytes[0] += len(value)
+                yield Record(partition, written, b"k%07d" % i, value)
+
+    with KafkaBroker(bootstrap) as broker:
+        broker.create_topic(topic, PARTITIONS)
+        broker.produce(topic, records())
+    count = PARTITIONS * records_per_partition
+    return {"records": count, "mean_value_bytes": round(value_bytes[0] / count, 1)}
+
+
+def reads(registry_url: str) -> tuple[tuple[str, str, dict[str, str], Callable[[Any], Any]], ...]:
+    """``(label, source, options, events -> time column)`` of each read (see the module doc)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    field = {"value.format": "avro-confluent", "schema.registry.url": registry_url,
+             "eventTime.field": "source.ts_ms"}
+    schema = _envelope_schema()
+    return (
+        ("kafkasync_field", "kafkasync", field, lambda events: F.col("eventTime")),
+        ("kafkasync_field_promised", "kafkasync", {**field, "eventTime.order": "nonDecreasing"},
+         lambda events: F.col("eventTime")),
+        ("kafkasync_field_decoded", "kafkasync", {**field, "value.decode": "true"},
+         lambda events: F.timestamp_millis(F.col("valueDecoded.source.ts_ms"))),
+        (FORMAT_KAFKA, "kafka", {},
+         lambda events: F.timestamp_millis(from_avro(F.expr("substring(value, 6)"), schema)
+                                           .getField("source").getField("ts_ms"))),
+    )
+
+
+def beside_format_kafka(bootstrap: str, jars: str, registry_url: str,
+                        records_per_partition: int = RECORDS_PER_PARTITION,
+                        runs: int = 2, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """The reads of :func:`reads` on one backlog in one Spark (``jars``: Spark's Kafka connector
+    and spark-avro), best of ``runs`` after a warm-up round; ratios of best times."""
+    import pyspark
+
+    from benchmarks.event_time import windowed_read_seconds
+    from kafkasync_dev.testing.spark import local_spark_session
+    from kafkasync_source.spark.source import register
+
+    topic = f"{TOPIC_PREFIX}-{int(time.time())}"
+    log(f"formats: producing {PARTITIONS} x {records_per_partition:,} Debezium Avro change events")
+    produced_at = time.perf_counter()
+    backlog = produce_backlog(bootstrap, registry_url, topic, records_per_partition)
+    backlog["produce_s"] = round(time.perf_counter() - produced_at, 1)
+    cap = backlog["records"] // 4
+    spark = local_spark_session("kafkasync-formats-beside", tempfile.mkdtemp(prefix="kafkasync-bench-"),
+                                {"spark.jars": jars})
+    register(spark)
+    variants = reads(registry_url)
+    seconds: dict[str, list[float]] = {label: [] for label, *_ in variants}
+    try:
+        for attempt in range(runs + 1):  # the first round warms each source up, unmeasured
+            for label, source, options, time_column in (variants if attempt % 2 else variants[::-1]):
+                log(f"formats: {label} ({'warm-up' if not attempt else f'run {attempt}'})")
+                elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), time_column, cap,
+                                                expected=backlog["records"])
+                if attempt:
+                    seconds[label].append(round(elapsed, 2))
+    finally:
+        spark.stop()
+    best = {label: min(times) for label, times in seconds.items()}
+    speed = {label: best[FORMAT_KAFKA] / best[label] for label in best if label != FORMAT_KAFKA}
+    return {"pyspark": pyspark.__version__, **backlog, "max_offsets_per_trigger": cap, "seconds": seconds,
+            "best_s": best, "speed_vs_format_kafka": speed, "targets": targets(speed)}
+
+
+def targets(speed: dict[str, float]) -> dict[str, dict[str, Any]]:
+    return {
+        "field_speed_vs_format_kafka": {
+            "value": round(speed["kafkasync_field"], 3), "target": TARGETS["field_speed_vs_format_kafka"],
+            "met": speed["kafkasync_field"] >= TARGETS["field_speed_vs_format_kafka"]},
+        "decoded_speed_vs_format_kafka": {
+            "value": round(speed["kafkasync_field_decoded"], 3), "target": TARGETS["decoded_speed_vs_format_kafka"],
+            "met": speed["kafkasync_field_decoded"] >= TARGETS["decoded_speed_vs_format_kafka"]},
+    }
+
+
+def measure(bootstrap: str, jars: str, *, tiny: bool = False, log: Callable[[str], None] = lambda m: None
+            ) -> dict[str, Any]:
+    """:func:`beside_format_kafka` with a registry (``{"skipped": why}`` without one or without
+    spark-avro): ``make bench`` sizes, or 8 x 1,000 records and one run when ``tiny``."""
+    from benchmarks.event_time import with_registry
+    from kafkasync_dev.testing.spark import spark_avro_jars
+
+    avro_jars, why_not = spark_avro_jars()
+    if avro_jars is None:
+        return {"skipped": str(why_not)}
+    return with_registry(lambda url: beside_format_kafka(
+        bootstrap, f"{jars},{avro_jars}", url, 1_000 if tiny else RECORDS_PER_PARTITION, 1 if tiny else 2, log))
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    import argparse
+    import sys
+
+    from benchmarks.side_by_side import broker_and_connector
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records, one run: a smoke run")
+    args = parser.parse_args(argv)
+    with broker_and_connector() as (bootstrap, jars, why_not):
+        figures = ({"skipped": why_not} if bootstrap is None else
+                   measure(bootstrap, jars, tiny=args.tiny, log=lambda m: print(
+                       f"[bench {time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True)))
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
