@@ -10,10 +10,10 @@ Two readers, for two costs:
   on the path are the reader schema's, matched to the writer's by name or by the reader field's
   aliases, as Avro's resolution matches them (Avro 1.11 specification, "Schema Resolution"); a
   field the writer lacks takes the reader's default.
-* **The value as columns** (``value.decode``) decodes whole records with fastavro, resolving
-  each writer schema to the reader schema (defaults, aliases, promotions), a run of records of
-  one writer schema at a time through ``fastavro.reader`` so that the schemas are parsed once a
-  run, not once a record.
+* **The value as columns** (``value.decode``) decodes a run of records of one writer schema at
+  a time, resolving it to the reader schema (defaults, aliases, promotions): by numpy straight
+  into Arrow columns (avro_columns.py) where it decodes every record exactly, else with
+  fastavro (``fastavro.reader`` over the run, so that the schemas are parsed once a run).
 
 Whether a writer resolves to the reader is checked once per writer schema, before its first
 record is read, so that an incompatible writer fails naming the schema id and the field.
