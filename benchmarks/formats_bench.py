@@ -14,7 +14,10 @@ Each read is a 5-minute window count on ``source.ts_ms`` with a 10-minute waterm
 quarter of the backlog a trigger (``maxOffsetsPerTrigger``), ``trigger(availableNow=True)`` into
 ``noop`` (:func:`benchmarks.event_time.windowed_read_seconds`), in one Spark that has Spark's own
 Kafka connector and ``org.apache.spark:spark-avro_2.13`` at its version (``make parity``'s
-virtualenv), best of ``runs`` after an unmeasured warm-up round of each:
+virtualenv), best of ``runs`` after an unmeasured warm-up round of each, with the CPU seconds
+each kind of process spent a million records in the best read
+(:class:`benchmarks.side_by_side.CpuByProcess`: the JVM, the PySpark driver, the source runner,
+the executors' Python workers, the broker, the machine):
 
 * ``kafkasync_field``: ``value.format=avro-confluent``, ``eventTime.field=source.ts_ms``, the
   window on the ``eventTime`` column (the synchronized count; the driver reads every record);
@@ -142,6 +145,7 @@ def beside_format_kafka(bootstrap: str, jars: str, registry_url: str,
     import pyspark
 
     from benchmarks.event_time import windowed_read_seconds
+    from benchmarks.side_by_side import CpuByProcess, _jvm_pid
     from kafkasync_dev.testing.spark import local_spark_session
     from kafkasync_source.spark.source import register
 
@@ -156,20 +160,26 @@ def beside_format_kafka(bootstrap: str, jars: str, registry_url: str,
     register(spark)
     variants = reads(registry_url)
     seconds: dict[str, list[float]] = {label: [] for label, *_ in variants}
+    cpu: dict[str, dict[str, float]] = {}
     try:
         for attempt in range(runs + 1):  # the first round warms each source up, unmeasured
             for label, source, options, time_column in (variants if attempt % 2 else variants[::-1]):
                 log(f"formats: {label} ({'warm-up' if not attempt else f'run {attempt}'})")
-                elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), time_column, cap,
-                                                expected=backlog["records"])
+                with CpuByProcess(_jvm_pid(spark)) as used:
+                    elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), time_column,
+                                                    cap, expected=backlog["records"])
                 if attempt:
                     seconds[label].append(round(elapsed, 2))
+                    if seconds[label][-1] == min(seconds[label]):  # the CPU of the read whose time is reported
+                        per_million = used.per_million(backlog["records"])
+                        cpu[label] = {name: round(value, 2) for name, value in per_million.items()}
     finally:
         spark.stop()
     best = {label: min(times) for label, times in seconds.items()}
     speed = {label: best[FORMAT_KAFKA] / best[label] for label in best if label != FORMAT_KAFKA}
     return {"pyspark": pyspark.__version__, **backlog, "max_offsets_per_trigger": cap, "seconds": seconds,
-            "best_s": best, "speed_vs_format_kafka": speed, "targets": targets(speed)}
+            "best_s": best, "speed_vs_format_kafka": speed, "cpu_s_per_million_records": cpu,
+            "targets": targets(speed)}
 
 
 def targets(speed: dict[str, float]) -> dict[str, dict[str, Any]]:
