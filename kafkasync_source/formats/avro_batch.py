@@ -19,15 +19,27 @@ fastavro's decoding over arbitrary records.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
 _WIDTH = np.arange(10)
 """A varint is at most 10 bytes."""
 _SHIFTS = (7 * _WIDTH).astype(np.uint64)
-Op = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+Which = Union[np.ndarray, slice]
+"""The records an op moves: their indexes, or ``slice(None)`` for all of them (a view, where an
+index array would copy every position in and out at every op: the common case, no union on
+the way)."""
+Op = Callable[[np.ndarray, np.ndarray, Which], None]
 """``op(buf, positions, which)``: moves ``positions[which]`` over one value."""
+EVERYONE = slice(None)
+
+
+def _subset(which: Which, mask: np.ndarray) -> Which:
+    """The records of ``which`` where ``mask`` holds (``mask`` is over ``positions[which]``)."""
+    if mask.all():
+        return which
+    return np.flatnonzero(mask) if isinstance(which, slice) else which[mask]
 
 
 class NotInBatch(Exception):
@@ -71,7 +83,7 @@ def framed(values: list, header_bytes: int = 5) -> Optional[tuple[np.ndarray, np
     return buf, starts, ends, ids
 
 
-def _run(program: list[Op], buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+def _run(program: list[Op], buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
     for op in program:
         op(buf, positions, which)
 
@@ -113,16 +125,16 @@ class Program:
 
 
 def _fixed(size: int) -> Op:
-    def op(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+    def op(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
         positions[which] += size
     return op
 
 
-def _varint(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+def _varint(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
     positions[which] += varints(buf, positions[which])[1]
 
 
-def _length_prefixed(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+def _length_prefixed(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
     lengths, sizes = varints(buf, positions[which])
     if (lengths < 0).any():
         raise NotInBatch("a negative length")
@@ -130,23 +142,23 @@ def _length_prefixed(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) 
 
 
 def _union(branches: list[list[Op]]) -> Op:
-    def op(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+    def op(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
         chosen, sizes = varints(buf, positions[which])
         if (chosen < 0).any() or (chosen >= len(branches)).any():
             raise NotInBatch("a union index beyond the writer schema")
         positions[which] += sizes
         for index, program in enumerate(branches):
             if program:
-                taking = which[chosen == index]
-                if len(taking):
-                    _run(program, buf, positions, taking)
+                taking = chosen == index
+                if taking.any():
+                    _run(program, buf, positions, _subset(which, taking))
     return op
 
 
 def _blocks(item: list[Op]) -> Op:
     """Arrays and maps: blocks of a count (negative: then the block's size in bytes), until 0."""
-    def op(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
-        open_ = which
+    def op(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
+        open_ = np.arange(len(positions)) if isinstance(which, slice) else which
         while len(open_):
             counts, sizes = varints(buf, positions[open_])
             positions[open_] += sizes
@@ -177,8 +189,7 @@ def path_program(program: Program, stages: list[tuple[Optional[int], dict, int, 
         steps.append(_branch(leaf_branch))
 
     def read(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        everyone = np.arange(len(positions))
-        _run(steps, buf, positions, everyone)
+        _run(steps, buf, positions, EVERYONE)
         if leaf_kind in ("int", "long"):
             values, sizes = varints(buf, positions)
         else:
@@ -193,7 +204,7 @@ def path_program(program: Program, stages: list[tuple[Optional[int], dict, int, 
 
 
 def _branch(expected: int) -> Op:
-    def op(buf: np.ndarray, positions: np.ndarray, which: np.ndarray) -> None:
+    def op(buf: np.ndarray, positions: np.ndarray, which: Which) -> None:
         chosen, sizes = varints(buf, positions[which])
         if (chosen != expected).any():
             raise NotInBatch("a null on the path")
