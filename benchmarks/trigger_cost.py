@@ -26,6 +26,13 @@ Given a Spark session with the Kafka connector (``--spark-kafka-jars``, or ``mea
 format("kafka")'s trigger on the same topics is measured beside: the ``latestOffset`` time
 Spark reports for its batches.
 
+*Large batches* (``--large-batches N``, not part of ``make bench``: it writes about 1 MB a
+partition) measures what the driver's record probe costs where producers write batches of about
+1 MB (:mod:`kafkasync_dev.testing.large_batches`, one batch a partition): one probe round over
+all N partitions alone, then the first triggers of a capped backfill on each planning path,
+each with the broker's bytes sent (its sockets, ``ss``), the planning path that cut the batch,
+and the probe's rounds (:func:`large_batch_measurements`).
+
 ``python -m benchmarks.trigger_cost`` prints the results as JSON; ``--tiny`` runs small sizes
 in seconds (a CI smoke); ``--modes`` and ``--sizes`` choose planning paths and topic sizes
 (``--modes timeIndex,recordProbes``: the promised event time beside the time index, their
@@ -325,6 +332,100 @@ def format_kafka_trigger_ms(spark: Any, bootstrap: str, topic: str, max_offsets:
     return {"ms": statistics.median(times), "triggers": len(times)}
 
 
+LARGE_BATCH_TRIGGERS = 8
+"""Triggers measured per planning path on the large-batch topic: enough for the probe's
+back-off to show (asked before the 1st, 2nd, 4th and 8th batch when every round times out)."""
+
+
+def _broker_port(bootstrap: str) -> int:
+    return int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+
+def probe_round_cost(bootstrap: str, topic: str, partitions: int, offset: int) -> dict[str, Any]:
+    """One :class:`~kafkasync_source.driver.record_probe.RecordProbe` round asking every
+    partition for the record at ``offset``: milliseconds, the broker's bytes, and whether
+    it answered or gave up (its timeout)."""
+    from benchmarks.broker_bytes import BrokerBytesSampler
+    from kafkasync_source.driver.record_probe import RecordProbe
+    from kafkasync_source.planning.index_planner import IndexCannotAnswer
+
+    probe = RecordProbe({"bootstrap.servers": bootstrap})
+    asked = {TopicPartition(topic, p): offset for p in range(partitions)}
+    try:
+        with BrokerBytesSampler(_broker_port(bootstrap), interval_s=0.05) as sampled:
+            started = time.perf_counter()
+            try:
+                answered = len(probe.first_records(asked))
+            except IndexCannotAnswer as cannot:
+                answered = partitions - len(cannot.reasons)
+            elapsed = time.perf_counter() - started
+            time.sleep(0.5)  # what was still in flight
+    finally:
+        probe.close()
+    return {"ms": round(elapsed * 1000), "answered": answered, "partitions": partitions,
+            "broker_bytes": sampled.bytes_sent, "records_read": probe.records_read}
+
+
+def large_batch_triggers(bootstrap: str, topic: str, partitions: int, mode: str,
+                         triggers: int = LARGE_BATCH_TRIGGERS) -> list[dict[str, Any]]:
+    """The first ``triggers`` triggers of a backfill with ``maxOffsetsPerTrigger`` = 5 ×
+    partitions on planning path ``mode``: per trigger the wall time until it gave a batch
+    (the fetch path answers once its fetcher has the records), the broker's bytes sent
+    meanwhile, the path that cut the batch and the probe's rounds and records read."""
+    from benchmarks.broker_bytes import BrokerBytesSampler
+
+    reader = _reader(bootstrap, topic, mode, LIMIT_PER_PARTITION * partitions)
+    results = []
+    try:
+        start = reader.initialOffset()
+        limit = reader.getDefaultReadLimit()
+        index = reader._sync_driver()._time_index
+        for _ in range(triggers):
+            rounds, read = (index.records.rounds, index.records_read) if index is not None else (0, 0)
+            with BrokerBytesSampler(_broker_port(bootstrap), interval_s=0.05) as sampled:
+                started = time.perf_counter()
+                _, end = _next_batch(reader, start, limit)
+                elapsed = time.perf_counter() - started
+            reader.partitions(start, end)
+            results.append({"ms": round(elapsed * 1000), "broker_bytes": sampled.bytes_sent,
+                            "planning": reader._sync_driver().planning,
+                            "probe_rounds": (index.records.rounds - rounds) if index is not None else 0,
+                            "probe_records_read": (index.records_read - read) if index is not None else 0})
+            start = end
+    finally:
+        reader.stop()
+    return results
+
+
+def large_batch_measurements(bootstrap: str, partitions: int, modes: tuple[str, ...] = MODES,
+                             triggers: int = LARGE_BATCH_TRIGGERS,
+                             log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """A topic of ``partitions`` partitions, one producer batch of about 1 MB each, then
+    :func:`probe_round_cost` at offset 5 (where the capped backfill's first cut falls) and
+    :func:`large_batch_triggers` per mode."""
+    from confluent_kafka import Producer
+
+    from kafkasync_dev.testing.broker import create_topic
+    from kafkasync_dev.testing.large_batches import BATCH_PAYLOAD_BYTES, BATCH_RECORDS, produce_large_batches
+
+    topic = f"large-batches-{partitions}-{int(time.time())}"
+    create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic, partitions, timeout=300)
+    log(f"large batches: writing {partitions} x {BATCH_PAYLOAD_BYTES:,} payload bytes")
+    started = time.monotonic()
+    produce_large_batches(lambda settings: Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                                     **settings}), topic, partitions, 1, _base_ts(), timeout=600)
+    results: dict[str, Any] = {"partitions": partitions, "batch_payload_bytes": BATCH_PAYLOAD_BYTES,
+                               "records_per_partition": BATCH_RECORDS,
+                               "max_offsets_per_trigger": LIMIT_PER_PARTITION * partitions,
+                               "produce_s": round(time.monotonic() - started)}
+    log("large batches: one probe round")
+    results["probe_round"] = probe_round_cost(bootstrap, topic, partitions, LIMIT_PER_PARTITION)
+    for mode in modes:
+        log(f"large batches: {triggers} triggers, {mode}")
+        results[mode] = large_batch_triggers(bootstrap, topic, partitions, mode, triggers)
+    return results
+
+
 def measure(*, tiny: bool = False, kafka_version: str = "4.3.1", bootstrap: Optional[str] = None,
             reps: int = REPS, spark: Any = None, modes: tuple[str, ...] = MODES,
             sizes: Optional[tuple[int, ...]] = None,
@@ -381,6 +482,21 @@ def profile(partitions: int, *, kafka_version: str = "4.3.1", limited: bool = Tr
         return profiler.output_text(unicode=False, color=False)
 
 
+def _large_batches(partitions: int, bootstrap: Optional[str], kafka_version: str,
+                   modes: tuple[str, ...]) -> dict[str, Any]:
+    """:func:`large_batch_measurements` on ``bootstrap``, or on a broker of its own."""
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    if bootstrap is not None:
+        return large_batch_measurements(bootstrap, partitions, modes, log=log)
+    from kafkasync_dev.testing.kafka_dist import maven_kafka
+    from kafkasync_dev.testing.local_broker import LocalKafkaBroker
+
+    with LocalKafkaBroker(maven_kafka(kafka_version)) as broker:
+        log(f"large batches: Apache Kafka {broker.version()} at {broker.bootstrap_servers}")
+        return {"kafka_version": broker.version(),
+                **large_batch_measurements(broker.bootstrap_servers, partitions, modes, log=log)}
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="small sizes, seconds: a smoke run")
@@ -395,6 +511,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "with --profile, the first one is profiled")
     parser.add_argument("--sizes", help="comma-separated partition counts of the broker topics "
                                         f"(default {','.join(map(str, BROKER_SIZES))})")
+    parser.add_argument("--large-batches", type=int, metavar="PARTITIONS",
+                        help="only the record probe's cost on a topic of this many partitions written in "
+                             "producer batches of about 1 MB (one a partition)")
     parser.add_argument("--spark-kafka-jars", metavar="JARS",
                         help='comma-separated jars of Spark\'s Kafka connector: measure format("kafka") too')
     args = parser.parse_args(argv)
@@ -406,6 +525,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--modes: unknown planning paths {sorted(unknown)} (known: {', '.join(MODES)})")
     if args.profile:
         print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit, mode=modes[0]))
+        return 0
+    if args.large_batches:
+        print(json.dumps(_large_batches(args.large_batches, args.bootstrap, args.kafka_version, modes), indent=1))
         return 0
     spark = None
     if args.spark_kafka_jars:

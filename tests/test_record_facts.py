@@ -258,3 +258,46 @@ def test_the_facts_kept_stay_bounded_by_the_partitions_over_many_triggers(path_o
     assert start.partitions[partitions[0]].next_offset > 500, "the query kept up with the stream"
     assert max(kept[100:]) <= 24 * len(partitions), kept[-20:]
     assert max(kept[300:]) <= max(kept[100:300]), "no growth with the query's age"
+
+
+def test_followers_that_touch_the_chain_join_it_and_what_it_answers_is_what_a_consumer_reads():
+    """Chains of followers learnt in any order, touching, overlapping or apart, on a log with
+    gaps (offsets a consumer does not read): every offset the partition's chain answers is the
+    first record at or after it, and a chain grows only up to its bound."""
+    import random
+
+    from kafkasync_source.planning.record_facts import MOST_FOLLOWERS
+
+    readable = sorted(random.Random(3).sample(range(400), 250))
+
+    def first_at(offset: int):
+        later = [o for o in readable if o >= offset]
+        return (later[0], 1000 + later[0]) if later else None
+
+    rng = random.Random(11)
+    facts = RecordFacts()
+    for _ in range(300):
+        after = rng.randrange(380)
+        chain = [first_at(after)]
+        while len(chain) < rng.randint(1, 20) and first_at(chain[-1][0] + 1) is not None:
+            chain.append(first_at(chain[-1][0] + 1))
+        facts.learn_followers(TP, after, [record for record in chain if record is not None])
+        chain_after, offsets, _ = facts._partitions[TP].followers
+        assert len(offsets) <= MOST_FOLLOWERS
+        for offset in range(chain_after, offsets[-1] + 1):
+            assert facts.first_record(TP, offset) == first_at(offset), offset
+
+
+def test_the_followers_of_the_record_before_a_cut_extend_those_of_the_cut():
+    """A capped trigger reads the cut's record (and the 16 after it, which came in its batch),
+    then the record before it with the cut as its range's end (the batch's largest taken: one
+    follower). On Kafka 4.3.1 the second replaced the first's followers, and each next trigger,
+    its cut 5 records further, fetched the same producer batch again, twice; joined, the next
+    three triggers read nothing (benchmarks/trigger_cost.py --large-batches)."""
+    facts = RecordFacts()
+    facts.learn_first(TP, 5, (5, 1005))
+    facts.learn_followers(TP, 6, [(offset, 1000 + offset) for offset in range(6, 22)])
+    facts.learn_first(TP, 4, (4, 1004))
+    facts.learn_followers(TP, 5, [(5, 1005)])
+    assert [facts.first_record(TP, offset) for offset in (9, 10, 21)] == [(9, 1009), (10, 1010), (21, 1021)]
+    assert facts.first_record(TP, 22) is None

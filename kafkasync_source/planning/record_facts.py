@@ -9,8 +9,10 @@ not read them again:
 * **answers**: the first record a consumer is handed at or after an offset, ``(offset, time)``;
 * **nothing until**: no record to read in ``[offset, end)`` (transaction markers and aborted
   records only);
-* **followers**: the records the broker sent after the partition's last answer (it sends whole
-  record batches), each the first record after the one before it;
+* **followers**: the records the broker sent after the partition's answers (it sends whole
+  record batches), each the first record after the one before it: one chain per partition, which
+  the followers of a later answer extend where they touch it (a capped backfill's cut moves a few
+  records a trigger, inside the batch an earlier probe fetched whole);
 * **in order** (``eventTime.order=nonDecreasing``): every record read, in offset order and so in
   time order, which narrows the searches (:mod:`kafkasync_source.planning.record_search`) and
   checks the promise;
@@ -30,7 +32,7 @@ that start at the batch's start, and a position only moves forward (a move back 
 :meth:`~RecordFacts.forget`). :meth:`RecordFacts.pass_positions` drops them at every trigger, and
 every partition the query no longer reads. What stays is bounded per partition —
 :data:`MOST_ANSWERS` answers and :data:`MOST_NOTHING_UNTIL` empty ranges (least recently used
-first out, O(1) each), the followers of one answer (at most 16, ``RecordProbe``'s),
+first out, O(1) each), one chain of at most :data:`MOST_FOLLOWERS` followers,
 :data:`MOST_IN_ORDER` records in order, one last record — so the driver's memory is the
 partitions times a constant, whatever the query's age. A live stream keeps a few facts per
 partition (tests/test_record_facts.py: 3 to 7); a capped backfill, whose windows hold the
@@ -49,11 +51,14 @@ from typing import Mapping, Optional
 from kafkasync_source.event_time import broken_order
 from kafkasync_source.planning.planner import TopicPartition
 
-__all__ = ["MOST_ANSWERS", "MOST_IN_ORDER", "MOST_NOTHING_UNTIL", "InOrder", "RecordFacts"]
+__all__ = ["MOST_ANSWERS", "MOST_FOLLOWERS", "MOST_IN_ORDER", "MOST_NOTHING_UNTIL", "InOrder", "RecordFacts"]
 
 Record = tuple[int, int]
 """A record read, ``(offset, time)``."""
 
+MOST_FOLLOWERS = 64
+"""Followers kept per partition, in one chain, its lowest offsets dropped first (a position
+passes them first)."""
 MOST_ANSWERS = 64
 """Answers kept per partition, the least recently used dropped first. A trigger's look-ups ask
 a few offsets per partition (the window's last record, the cut, a few more per rate-limit
@@ -203,12 +208,25 @@ class RecordFacts:
 
     def learn_followers(self, tp: TopicPartition, after: int, records: list[Record]) -> None:
         """The records that came after an answer: ``records[0]`` is the first at or after
-        ``after``, each next one the first after the one before. They replace the partition's
-        previous followers, and each is an answer at its own offset and at ``after``."""
+        ``after``, each next one the first after the one before; each is an answer at its own
+        offset and at ``after``. They join the partition's chain where the two touch (one
+        begins at or before the record after the other's last, so no record can lie between
+        them unseen), else replace it; at most :data:`MOST_FOLLOWERS` stay."""
         if not records:
             return
         self.learn_first(tp, after, records[0])
-        self._partition(tp).followers = (after, [record[0] for record in records], records)
+        known = self._partition(tp)
+        if known.followers is not None:
+            chain_after, chain_offsets, chain = known.followers
+            if chain_after <= after <= chain_offsets[-1] + 1:
+                records = [record for record in chain if record[0] < after] + records
+                after = chain_after
+            elif after <= chain_after <= records[-1][0] + 1:
+                records = records + [record for record in chain if record[0] > records[-1][0]]
+        if len(records) > MOST_FOLLOWERS:
+            after = records[-MOST_FOLLOWERS - 1][0] + 1
+            records = records[-MOST_FOLLOWERS:]
+        known.followers = (after, [record[0] for record in records], records)
 
     def in_order(self, tp: TopicPartition) -> InOrder:
         """The records of ``tp`` read so far in offset order (the search's, under the promise)."""
