@@ -216,12 +216,16 @@ def _floats(width: int, arrow_type: pa.DataType) -> Column:
 
 def _gathered(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, large: bool) -> tuple[pa.Buffer, pa.Buffer]:
     """Arrow's offsets and data buffers of the byte ranges ``starts[i]:starts[i] + lengths[i]``."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if not large and total >= 2**31:
+    if len(lengths) and lengths.min() == lengths.max():  # one length (a CDC source's names): no repeat
+        size = int(lengths[0])
+        offsets = np.arange(len(lengths) + 1, dtype=np.int64) * size
+        data = buf[(starts[:, None] + np.arange(size)).ravel()]
+    else:
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = buf[np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))]
+    if not large and offsets[-1] >= 2**31:
         raise NotInBatch("more than 2 GiB of strings in one batch")
-    data = buf[np.repeat(starts - offsets[:-1], lengths) + np.arange(total)]
     return pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)
 
 
