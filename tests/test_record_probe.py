@@ -151,6 +151,21 @@ def test_the_probes_own_sizes_win_over_the_users_and_librdkafka_accepts_them():
     Consumer(settings).close()
 
 
+def test_a_round_gives_up_once_its_pace_says_it_would_not_finish_in_time():
+    """Judged from its first answer, after a second of answers: 4,096 partitions answered at 30
+    a second (a round trip each, as a broker answers batches larger than the fetch size) give
+    up then, not at the deadline; a slow start, a burst, or a pace that makes it do not."""
+    from kafkasync_source.driver.record_probe import out_of_time
+
+    deadline = 10.0
+    assert out_of_time(4_096, 31, first_answer_at=1.0, now=2.0, deadline=deadline)
+    assert not out_of_time(4_096, 31, first_answer_at=1.5, now=2.0, deadline=deadline), "judged after a second"
+    assert not out_of_time(4_096, 0, first_answer_at=None, now=9.9, deadline=deadline), "a slow connection"
+    assert not out_of_time(4_096, 4_000, first_answer_at=5.0, now=6.0, deadline=deadline), "a burst"
+    assert not out_of_time(100, 20, first_answer_at=1.0, now=2.0, deadline=deadline), "80 more in 4 s: in time"
+    assert out_of_time(100, 10, first_answer_at=1.0, now=2.0, deadline=deadline), "90 more in 9 s: past it"
+
+
 def _mock_port(kafka_cluster) -> int:
     return int(kafka_cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
 

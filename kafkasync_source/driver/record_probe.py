@@ -64,6 +64,8 @@ _PROBE_TIMEOUT_S = 10.0
 """A round still without every answer after this gives up (:class:`IndexCannotAnswer`): the
 batch is planned from fetched records, and the planning runner asks the index paths again only
 after 1, 2, 4 ... 64 such batches (``SyncDriver._fall_back``), not at every trigger."""
+_PACE_AFTER_S = 1.0
+"""A round whose answers have come for this long is judged by their pace (:func:`out_of_time`)."""
 _PARTITION_FETCH_BYTES = 16_384
 """``max.partition.fetch.bytes``: little per partition, many partitions per response. Not 1
 byte: a broker sends a batch larger than it only for the first partition of a response (see
@@ -87,6 +89,19 @@ _MOST_SKIPPED = 10_000
 """Records without an event time (``eventTime.onInvalid=skip``) a probe reads past before it
 gives up and the fetch path plans the batch: a partition of heartbeats is read in full there
 once, not at every probe."""
+
+
+def out_of_time(asked: int, answered: int, first_answer_at: Optional[float], now: float, deadline: float) -> bool:
+    """Whether a round gives up before its deadline: its answers have come for
+    :data:`_PACE_AFTER_S` at least, and at their pace so far the partitions still unanswered
+    would take it past the deadline. Where batches are larger than the fetch size, a broker
+    answers one partition a round trip (module docstring): such a round at thousands of
+    partitions would read batches for the whole timeout and still give up. Judged from the
+    first answer, not the round's start, so that a slow connection is not taken for a slow
+    pace."""
+    if first_answer_at is None or now - first_answer_at < _PACE_AFTER_S:
+        return False
+    return now + (asked - answered) * (now - first_answer_at) / answered > deadline
 
 
 def probe_settings(client_config: Mapping[str, str]) -> dict[str, Any]:
@@ -151,8 +166,9 @@ class RecordProbe:
         except BaseException:
             self._unassign()
             raise
-        missing = {tp: f"no record or end of partition at offset {offset} within "
-                       f"{_PROBE_TIMEOUT_S:.0f} s (reading records at chosen offsets is backed off)"
+        missing = {tp: f"no record or end of partition at offset {offset} within {_PROBE_TIMEOUT_S:.0f} s "
+                       f"at the round's pace ({len(answers)} of {len(offsets)} partitions answered; reading "
+                       "records at chosen offsets is backed off)"
                    for tp, offset in offsets.items() if tp not in answers}
         if missing:
             # Not a failed look-up, which is asked again at the next trigger: a round this slow
@@ -203,8 +219,8 @@ class RecordProbe:
         would be bytes nobody reads): all those of one ``consume`` call in one ``pause`` call. When every
         partition answered, what is already fetched is taken without waiting, and the
         partitions still without their next message are paused. Returns before every
-        partition answered only at the deadline (the caller then unassigns all, as after an
-        exception).
+        partition answered only at the deadline, or once its pace says it would not make it
+        (:func:`out_of_time`; the caller then drops the consumer).
 
         A record below the offset asked is not an answer: the seek's version barrier keeps
         records fetched before it from being handed over, this keeps any that were from
@@ -220,7 +236,10 @@ class RecordProbe:
         before anything else is done with it."""
         self.read_on = {}
         deadline = time.monotonic() + _PROBE_TIMEOUT_S
-        while time.monotonic() < deadline:
+        first_answer_at: Optional[float] = None
+        while (now := time.monotonic()) < deadline:
+            if out_of_time(len(offsets), len(answers), first_answer_at, now, deadline):
+                break
             waiting = len(offsets) - len(answers)
             if not waiting and not following:
                 break
@@ -280,6 +299,8 @@ class RecordProbe:
                 following.clear()
             if settled:
                 consumer.pause(settled)
+            if first_answer_at is None and answers:
+                first_answer_at = time.monotonic()
         if following:
             consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in following])
         return answers
