@@ -11,7 +11,10 @@ the same data for every measurement:
    read, and the stream reader worker's peak RSS by backlog size;
 4. the demo's rate-limited backfill at a larger scale: records dropped behind the watermark;
 5. ``format("kafka")`` beside kafkasync on a real broker, when one and the connector are given
-   (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``).
+   (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``); 7. the time
+   from a field of Debezium Avro and its value decoded, per record on one core, against a
+   registry (``event_time.avro_extraction``; the Spark reads of it beside ``from_avro`` are
+   ``benchmarks/formats_bench.py``, run by ``side_by_side.py``).
 
 Prints a markdown table and writes ``benchmarks/results.json`` and ``docs/img/skew.png``.
 """
