@@ -122,7 +122,7 @@ def fill_topic(bootstrap: str, name: str, partitions: int, base: int) -> None:
 
 def _reader(bootstrap: str, topic: str, mode: str, max_offsets: Optional[int]) -> KafkaSyncStreamReader:
     settings = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                "startingOffsets": "earliest", **_MODE_OPTIONS[mode]}
+                "startingOffsets": "earliest", **{**_MODE_OPTIONS, **_LARGE_BATCH_MODE_OPTIONS}[mode]}
     if max_offsets is not None:
         settings["maxOffsetsPerTrigger"] = str(max_offsets)
     return KafkaSyncStreamReader(parse_options(settings, streaming=True), kafka_schema(False))
@@ -332,6 +332,11 @@ def format_kafka_trigger_ms(spark: Any, bootstrap: str, topic: str, max_offsets:
     return {"ms": statistics.median(times), "triggers": len(times)}
 
 
+LARGE_BATCH_MODES = ("auto", "recordProbes", "fetch")
+"""As :data:`MODES`, but the default ``planningMode=auto`` rather than ``timeIndex``: where the
+record reads give up, the default plans the batch from fetched records (``timeIndex`` would
+fail the query)."""
+_LARGE_BATCH_MODE_OPTIONS: dict[str, dict[str, str]] = {"auto": {}}
 LARGE_BATCH_TRIGGERS = 8
 """Triggers measured per planning path on the large-batch topic: enough for the probe's
 back-off to show (asked before the 1st, 2nd, 4th and 8th batch when every round times out)."""
@@ -397,7 +402,7 @@ def large_batch_triggers(bootstrap: str, topic: str, partitions: int, mode: str,
     return results
 
 
-def large_batch_measurements(bootstrap: str, partitions: int, modes: tuple[str, ...] = MODES,
+def large_batch_measurements(bootstrap: str, partitions: int, modes: tuple[str, ...] = LARGE_BATCH_MODES,
                              triggers: int = LARGE_BATCH_TRIGGERS,
                              log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """A topic of ``partitions`` partitions, one producer batch of about 1 MB each, then
@@ -520,14 +525,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     # A terminated run still stops its broker (the with-blocks close on SystemExit).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     modes = tuple(args.modes.split(","))
-    unknown = set(modes) - set(MODES)
+    unknown = set(modes) - set(MODES) - set(LARGE_BATCH_MODES)
     if unknown:
-        parser.error(f"--modes: unknown planning paths {sorted(unknown)} (known: {', '.join(MODES)})")
+        parser.error(f"--modes: unknown planning paths {sorted(unknown)} (known: {', '.join(MODES)}; "
+                     f"with --large-batches also auto)")
     if args.profile:
         print(profile(args.profile, kafka_version=args.kafka_version, limited=not args.no_limit, mode=modes[0]))
         return 0
     if args.large_batches:
-        print(json.dumps(_large_batches(args.large_batches, args.bootstrap, args.kafka_version, modes), indent=1))
+        print(json.dumps(_large_batches(args.large_batches, args.bootstrap, args.kafka_version,
+                                        LARGE_BATCH_MODES if args.modes == ",".join(MODES) else modes), indent=1))
         return 0
     spark = None
     if args.spark_kafka_jars:
