@@ -183,31 +183,11 @@ def test_a_range_that_starts_elsewhere_is_re_seeked(kafka_cluster, topic_factory
     assert offsets_of(reader, KafkaRange(topic, 0, 20, 30)) == list(range(20, 30))  # back
     assert offsets_of(reader, KafkaRange(topic, 0, 70, 80)) == list(range(70, 80))  # ahead
     assert offsets_of(reader, KafkaRange(topic, 0, 80, 100)) == list(range(80, 100))
-    # Back: always assigned afresh. Ahead: reached through the records the fetch from offset 20
-    # brought past offset 30, kept for it in the stash (range_reader._queued_records).
-    assert (pool.created, pool.reused, pool.repositioned) == (1, 3, 1)
-
-
-def test_what_was_fetched_past_a_range_end_is_kept_up_to_a_bound_and_the_next_range_is_exact(
-    kafka_cluster, topic_factory, pool, monkeypatch
-):
-    """A pause purges librdkafka's queue, so what it held past a range's end is taken into the
-    stash first, but no more than a bound (a worker pools up to 16 consumers): what is over it is
-    dropped and fetched again, and the next range still reads every record once."""
-    import kafkasync_source.executor.range_reader as range_reader
-
-    monkeypatch.setattr(range_reader, "_STASH_BYTES", 20 * 1024)
-    topic = topic_factory(1)
-    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v" * 1000) for i in range(200)])
-    reader = reader_for(kafka_cluster, topic)
-    assert offsets_of(reader, KafkaRange(topic, 0, 0, 10)) == list(range(10))
-    (pooled,) = pool._idle.values()
-    stashed = [m.offset() for m in pooled.stash if m.error() is None]
-    # One fetch brought all 200 records; about 20 KiB of them (whole consume() calls) were kept.
-    assert stashed and stashed == list(range(10, 10 + len(stashed)))
-    assert 20 <= len(stashed) < 190
-    assert offsets_of(reader, KafkaRange(topic, 0, 10, 200)) == list(range(10, 200))
-    assert (pool.reused, pool.repositioned) == (1, 0)
+    # Back: always assigned afresh. Ahead: paused while pooled (consumer_pool.py), its prefetch
+    # was dropped, so it is assigned afresh unless the records fetched since it was resumed
+    # already reach offset 70 (a race with librdkafka's fetcher; both read the same records).
+    assert (pool.created, pool.reused) == (1, 3)
+    assert pool.repositioned in (1, 2)
 
 
 def test_a_range_ahead_of_a_pooled_consumer_is_reached_through_its_prefetched_records(
@@ -222,9 +202,8 @@ def test_a_range_ahead_of_a_pooled_consumer_is_reached_through_its_prefetched_re
     assert offsets_of(reader, KafkaRange(topic, 0, 0, 10)) == list(range(10))
     assert offsets_of(reader, KafkaRange(topic, 0, 40, 60)) == list(range(40, 60))
     assert offsets_of(reader, KafkaRange(topic, 0, 99, 100)) == [99]
-    # What librdkafka had fetched past each range's end waits in the stash (a pause would purge
-    # it, range_reader._queued_records): no new assignment, no record fetched twice.
-    assert (pool.reused, pool.repositioned) == (2, 0)
+    # Paused while pooled (consumer_pool.py): its prefetch is dropped, a range ahead assigned afresh.
+    assert (pool.reused, pool.repositioned) == (2, 2)
 
 
 def test_a_consumer_moved_up_across_a_transaction_marker_keeps_every_prefetched_record(
@@ -245,9 +224,8 @@ def test_a_consumer_moved_up_across_a_transaction_marker_keeps_every_prefetched_
     time.sleep(0.5)  # the rest of the log is prefetched
     assert offsets_of(reader, KafkaRange(topic, 0, 3, 7)) == [3, 4, 6]  # the marker at 5
     assert offsets_of(reader, KafkaRange(topic, 0, 7, 36)) == list(range(7, 36))
-    # One fetch brought the whole log; what lay past each range's end waited in the stash
-    # (range_reader._queued_records), so each range was reached through prefetched records.
-    assert (pool.reused, pool.repositioned) == (2, 0)
+    # Paused while pooled (consumer_pool.py): its prefetch is dropped, a range ahead assigned afresh.
+    assert (pool.reused, pool.repositioned) == (2, 1)
 
 
 def test_a_consumer_moved_up_past_end_of_partition_events_reads_the_range_exactly(

@@ -24,12 +24,12 @@ a record arrives, so on a live stream each of the up to 16 consumers in each Pyt
 any worker) cost the broker and the worker a fetch round trip for nearly every produce request,
 between tasks as much as in them. Measured on a live stream of 2,000 records/s over 8
 partitions (``benchmarks/live_rate.py``): the broker's request threads used twice the CPU they
-used for ``format("kafka")``, whose Java consumers fetch only inside a task's ``poll``. A pause
-purges librdkafka's queue, so the range reader first takes what it holds (up to a bound) into
-the ``stash``; resumed, a consumer fetches from the offset after the last record it delivered,
-which is ``position`` with the ``stash`` already consumed. A range that starts past ``position``
-(the partition's previous range was read in another worker) is reached through the stash where
-it holds the records in between, and assigned afresh otherwise.
+used for ``format("kafka")``, whose Java consumers fetch only inside a task's ``poll``. Resumed,
+a consumer fetches from the offset after the last record it delivered (librdkafka drops what it
+had fetched meanwhile), which is ``position`` with the ``stash`` already consumed: the task then
+waits one fetch round trip for records a prefetch would have queued, and a range that starts
+past ``position`` (the partition's previous range was read in another worker) is assigned afresh
+rather than reached through prefetched records.
 
 What a resume or a closed consumer drops, the brokers sent for nothing, so each consumer's
 prefetch is sized at its creation to what the range it is created for still needs

@@ -59,11 +59,6 @@ _PRODUCER_BATCH_BYTES = 1024 * 1024
 broker's ``message.max.bytes`` 1 MiB by default)."""
 _QUEUE_BYTES = 16 * 1024 * 1024
 _MIN_PREFETCH_BYTES = 64 * 1024
-_STASH_BYTES = 2 * _PRODUCER_BATCH_BYTES
-"""At most this much of what librdkafka fetched past a range's end is kept for the next range
-(``_queued_records``): the rest of a producer batch, in up to 16 pooled consumers a worker."""
-_STASH_FIRST_TAKE = 100
-"""Records ``_queued_records`` takes first, before it knows their size."""
 _PREFETCH_SHARE = 32
 """A consumer's prefetch queue and its fetches are each this share of what its range needs."""
 _GUESSED_RECORD_BYTES = 1024
@@ -140,7 +135,6 @@ class RangeReader:
                 # So does a consumer that could not be resumed: Spark's retry of the task
                 # then starts with a new one.
                 if poolable:
-                    pooled.stash.extend(_queued_records(pooled.consumer, _STASH_BYTES))
                     set_fetching(pooled.consumer, False)
                     POOL.release(key, pooled)
                 else:
@@ -300,11 +294,11 @@ class RangeReader:
         or an event comes first.
 
         A pooled consumer is paused while it waits in the pool (``consumer_pool.set_fetching``:
-        unpaused, it cost the broker a fetch for nearly every produce request), with what
-        librdkafka had fetched past its last range's end in its stash (:func:`_queued_records`):
-        a range that starts within or just past those records is reached through them. Only what
-        is already queued is taken (a zero-timeout consume), so this never fetches records below
-        ``start``."""
+        unpaused, it cost the broker a fetch for nearly every produce request), and a resume
+        drops what librdkafka had fetched, so a range that starts past the records already
+        delivered is usually assigned afresh now; what this saves is the case where the gap is
+        within the records queued. Only what is already queued is taken (a zero-timeout
+        consume), so this never fetches records below ``start``."""
         if pooled.position is None or pooled.position > start:
             return False
         last_seen = pooled.position - 1
@@ -415,32 +409,6 @@ class RangeReader:
                 message + " Set failOnDataLoss=false to skip them with a warning."
             )
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
-
-
-def _queued_records(consumer: Consumer, limit_bytes: int) -> list:
-    """What librdkafka has already fetched past a range's end, taken out of its queue (about
-    ``limit_bytes`` of keys and values at most) before the consumer is paused for the pool.
-
-    A pause purges librdkafka's queue (``rd_kafka_toppar_pause_resume`` in rdkafka_partition.c),
-    so what it held was sent by the broker for nothing, and the next range of the partition
-    fetched it again: at least the rest of the producer batch holding the range's end, since a
-    broker sends a fetch's first batch whole (KIP-74). Under a cap that is one batch per range
-    and trigger, most of the bytes a capped backfill costs beyond ``format("kafka")``, whose
-    cached consumer keeps what it fetched for the next batch (``KafkaDataConsumer``'s
-    ``fetchedData``). Taken out, the records wait in the pooled consumer's ``stash``, and a
-    resume fetches from after the last of them. Only what is queued is taken (a zero timeout),
-    never a new fetch; what is over the limit is dropped, as before."""
-    taken: list = []
-    taken_bytes, count = 0, _STASH_FIRST_TAKE
-    while taken_bytes < limit_bytes:
-        messages = consumer.consume(num_messages=count, timeout=0)
-        if not messages:
-            break
-        taken.extend(messages)
-        taken_bytes += sum(len(m.value() or b"") + len(m.key() or b"") for m in messages)
-        if taken_bytes:  # then as many as the room left holds, at the bytes per record seen
-            count = max(1, min(ARROW_BATCH_ROWS, (limit_bytes - taken_bytes) * len(taken) // taken_bytes))
-    return taken
 
 
 def _new_consumer(settings: Mapping[str, object]) -> Consumer:
