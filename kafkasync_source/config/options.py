@@ -12,7 +12,6 @@ Java regex (java_regex.py), how a value is spelt (option_values.py) and the opti
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
@@ -344,6 +343,8 @@ _OPTION_SPELLINGS = {name.lower(): name for doc in OPTION_DOCS for name in doc.n
 def _with_suggestion(unknown: str) -> str:
     """``'maxoffsetpertrigger' (did you mean 'maxOffsetsPerTrigger'?)``: a misspelt option is
     named with its closest documented spelling, ahead of the list of every option."""
+    import difflib  # only for a misspelt option: not imported by every query's planning runner
+
     close = difflib.get_close_matches(unknown, _OPTION_SPELLINGS, n=1, cutoff=0.8)
     return f"{unknown!r} (did you mean {_OPTION_SPELLINGS[close[0]]!r}?)" if close else repr(unknown)
 

@@ -8,9 +8,10 @@
   :mod:`~kafkasync_source.event_time.extractor`: where a time is read and how it is converted.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from kafkasync_source.event_time.codes import TimeCode
 from kafkasync_source.event_time.formats import MAX_TIME_MS
-from kafkasync_source.event_time.json_path import parse_json_path
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
     FORMATS,
@@ -33,6 +34,9 @@ from kafkasync_source.event_time.seam import (
     time_source,
 )
 from kafkasync_source.event_time.watch import stalled_extractions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kafkasync_source.event_time.json_path import parse_json_path
 
 __all__ = [
     "EVENT_TIME_OPTIONS",
@@ -57,3 +61,14 @@ __all__ = [
     "stalled_extractions",
     "time_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``parse_json_path`` on first use: the JSONPath module and msgspec are imported where a
+    query reads a JSONPath (:func:`~kafkasync_source.event_time.seam.record_time`), not by every
+    process that plans or reads a query."""
+    if name == "parse_json_path":
+        from kafkasync_source.event_time.json_path import parse_json_path
+
+        return parse_json_path
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -109,7 +109,6 @@ from typing import Any, Callable, Optional
 from kafkasync_source.event_time.codes import TimeCode
 from kafkasync_source.event_time.extractor import function_reader
 from kafkasync_source.event_time.formats import InvalidTime, converter
-from kafkasync_source.event_time.json_path import canonical_json_path, json_batch_reader, json_reader
 from kafkasync_source.event_time.options import (
     EVENT_TIME_OPTIONS,
     FIELD,
@@ -281,7 +280,11 @@ def time_source(options: Optional[EventTimeOptions]) -> str:
     if options.source == FIELD:  # the same path read in another format is another time
         of_format = options.value_format.describe()
         return f"{options.option}={options.expression.strip()!r} of {of_format} as {options.format}"
-    expression = canonical_json_path(options.expression) if options.source == JSON_PATH else options.expression
+    expression = options.expression
+    if options.source == JSON_PATH:
+        from kafkasync_source.event_time.json_path import canonical_json_path  # see record_time()
+
+        expression = canonical_json_path(expression)
     return f"{options.option}={expression!r} as {options.format}"
 
 
@@ -296,6 +299,8 @@ def canonical_time_source(recorded: str) -> str:
     match = _RECORDED_JSON_PATH.fullmatch(recorded)
     if match is None:
         return recorded
+    from kafkasync_source.event_time.json_path import canonical_json_path  # see record_time()
+
     try:
         path = ast.literal_eval(match["path"])
         if not isinstance(path, str):
@@ -312,6 +317,11 @@ def record_time(options: Optional[EventTimeOptions]) -> RecordTime:
     if options is None:
         return KAFKA_TIMESTAMP
     if options.source == JSON_PATH:
+        # Imported here, where a query reads a JSONPath: Spark's Python source runner, a new
+        # process for every streaming query, would otherwise pay the module and msgspec (about
+        # 8 ms of CPU where modules are compiled at import) in queries that read none.
+        from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
+
         return _ExtractedTime(options, json_reader(options.expression, options.format),
                               json_batch_reader(options.expression, options.format))
     if options.source == HEADER:

@@ -21,11 +21,16 @@ from typing import Any
 
 from pyspark import cloudpickle
 
+RANGE_READER_MODULE = "kafkasync_source.executor.range_reader"
+"""What a reader's ``read()`` runs: the readers' :attr:`RebuiltAfterImport.EXECUTOR_MODULES`."""
+
 
 def rebuild(module: str, name: str, state: bytes) -> Any:
     """An object of class ``module.name`` with the pickled ``state``, on an executor."""
     try:
         cls = getattr(importlib.import_module(module), name)
+        for needed in getattr(cls, "EXECUTOR_MODULES", ()):
+            importlib.import_module(needed)
     except ImportError as err:
         raise ImportError(
             f"kafkasync cannot be imported on this executor: {err}. The executor's Python "
@@ -46,6 +51,12 @@ def rebuild(module: str, name: str, state: bytes) -> Any:
 
 class RebuiltAfterImport:
     """Mixed into the classes Spark pickles into read tasks (the data source and its readers)."""
+
+    EXECUTOR_MODULES: tuple[str, ...] = ()
+    """Modules only an executor's task needs (the range reader): imported where :func:`rebuild`
+    lands the object, so that a failure there says what is missing as plainly, and not where
+    the class's module is imported. Spark's Python source runner, a new process for every
+    streaming query, imports the data source's module to unpickle it and never reads a range."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         getstate = getattr(self, "__getstate__", None)

@@ -12,8 +12,7 @@ from pyspark.sql.types import StructType
 from kafkasync_source.config.client_config import SPARK_OPTIONS_REDACTION_REGEX
 from kafkasync_source.config.options import SourceOptions, parse_options
 from kafkasync_source.driver.offset_reader import OffsetReader
-from kafkasync_source.executor.range_reader import RangeReader
-from kafkasync_source.spark.executor_import import RebuiltAfterImport
+from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
 from kafkasync_source.spark.schema import decoded_column, kafka_schema
@@ -157,6 +156,8 @@ class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
     """``spark.read.format("kafkasync")``: every record between startingOffsets and
     endingOffsets, resolved once when the query is planned."""
 
+    EXECUTOR_MODULES = (RANGE_READER_MODULE,)
+
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self._options = options
         self._schema = schema
@@ -187,6 +188,8 @@ class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
                                      in_time_order=options.in_time_order)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        from kafkasync_source.executor.range_reader import RangeReader  # EXECUTOR_MODULES
+
         assert isinstance(partition, KafkaRanges)
         return RangeReader.from_options(self._options, self._schema).read(partition)
 

@@ -22,10 +22,9 @@ from kafkasync_source.config.options import KafkaSyncOptionError, SourceOptions
 from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.event_time import time_source
-from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER
-from kafkasync_source.spark.executor_import import RebuiltAfterImport
+from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
 
@@ -39,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark glue: offsets in and out as JSON, ranges to executors. Holds only options."""
+
+    EXECUTOR_MODULES = (RANGE_READER_MODULE,)
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self._options = options
@@ -177,6 +178,8 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
             )
 
     def read(self, partition: InputPartition) -> Any:
+        from kafkasync_source.executor.range_reader import RangeReader  # EXECUTOR_MODULES
+
         assert isinstance(partition, KafkaRanges)
         return RangeReader.from_options(self._options, self._schema).read(partition)
 
