@@ -28,7 +28,7 @@ from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 OPTIONS = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "startingOffsets": "earliest",
            "maxOffsetsPerTrigger": "1000"}
 NOT_FOR_THE_RUNNER = ("kafkasync_source.executor", "kafkasync_source.enrich", "kafkasync_source.event_time.json_path",
-                      "msgspec")
+                      "msgspec", "kafkasync_source.driver.fetcher")
 
 _LANDING = """
 import json, pickle, sys

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import numpy as np
 from confluent_kafka import KafkaException
@@ -26,7 +26,6 @@ from kafkasync_source.config.options import (
     SourceOptions,
 )
 from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states, missing_partitions, unfinished
-from kafkasync_source.driver.fetcher import DriverFetcher
 from kafkasync_source.driver.group_commit import GroupCommitter
 from kafkasync_source.driver.offset_reader import KafkaSyncConnectionError, OffsetReader
 from kafkasync_source.driver.probe_index import ProbeIndexPath
@@ -47,6 +46,9 @@ from kafkasync_source.planning.planner import (
     plan_batch,
 )
 from kafkasync_source.planning.rate_limit import TriggerDelay
+
+if TYPE_CHECKING:  # pragma: no cover - imported by fetcher(), where the fetch path starts
+    from kafkasync_source.driver.fetcher import DriverFetcher
 
 logger = logging.getLogger(__name__)
 
@@ -336,6 +338,10 @@ class SyncDriver:
     def fetcher(self) -> DriverFetcher:
         """The driver's consumer of the fetch path, started on the first batch that needs it."""
         if self._fetcher is None:
+            # Imported here: most queries on a real cluster never take the fetch path, and Spark's
+            # Python source runner, which plans them, is a new process for every query.
+            from kafkasync_source.driver.fetcher import DriverFetcher
+
             self._fetcher = DriverFetcher(
                 self._options.client_config,
                 buffer_capacity=self._options.buffer_capacity,
