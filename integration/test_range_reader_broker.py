@@ -92,3 +92,40 @@ def test_a_range_past_the_log_end_then_the_next_range_once_the_log_grew(bootstra
     assert offsets(reader.read(KafkaRange(topic, 0, 0, 9))) == [0, 1, 2]
     broker.produce(topic, [Record(0, NOW_MS + i, None, b"new") for i in range(3, 13)])
     assert offsets(reader.read(KafkaRange(topic, 0, 9, 13))) == [9, 10, 11, 12]
+
+
+def _scoped(bootstrap: str, topic: str, reader: RangeReader, start: int, end: int) -> list[int]:
+    """A streaming task's read of partition 0's range (its ranges carry the query run's scope)."""
+    from kafkasync_source.spark.input_partitions import KafkaRanges
+
+    return offsets(reader.read(KafkaRanges((KafkaRange(topic, 0, start, end),), "query-run")))
+
+
+def test_what_a_capped_range_fetched_past_its_end_is_kept_while_the_log_holds_it(
+    bootstrap_servers, broker, admin, topic_factory, pool, tmp_path, monkeypatch, caplog
+):
+    """Issue 53, item 1, on Apache Kafka: the broker sends the producer batch holding a range's
+    end whole, and its rest, kept (executor/range_tails.py), is where the next range starts, in
+    another worker too; once DeleteRecords removed records it holds, it is not read: the range
+    reads from the new log start and names what was lost (the stash reverted in 351324d read
+    them)."""
+    import kafkasync_source.executor.range_reader as range_reader
+    from kafkasync_source.executor.range_tails import RangeTails
+
+    tails = RangeTails(str(tmp_path / "tails"))
+    monkeypatch.setattr(range_reader, "TAILS", tails)
+    topic = topic_factory(1)
+    broker.produce(topic, [Record(0, NOW_MS + i, None, b"v" * 1000) for i in range(600)])
+    reader = lenient_reader(bootstrap_servers, topic)
+    assert _scoped(bootstrap_servers, topic, reader, 0, 100) == list(range(100))
+    assert tails.kept == 1, "the rest of the producer batch holding offset 99 was fetched with it"
+    pool.close_all()  # the next range in the other Python worker
+    assert _scoped(bootstrap_servers, topic, reader, 100, 200) == list(range(100, 200))
+    assert (tails.taken, tails.refused) == (1, 0)
+    pool.close_all()
+    for future in admin.delete_records([TopicPartition(topic, 0, 250)], operation_timeout=30).values():
+        future.result(30)
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+        assert _scoped(bootstrap_servers, topic, reader, 200, 300) == list(range(250, 300))
+    assert (tails.taken, tails.refused) == (2, 1)
+    assert f"{topic}-0 offsets [200, 250) of the range [200, 300) are gone: the log starts at offset 250" in caplog.text

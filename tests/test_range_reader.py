@@ -622,3 +622,63 @@ def test_a_range_read_sets_off_no_collection_of_the_records_it_turns_into_a_batc
     assert sum(b.num_rows for b in batches) == 5_000
     # At most one, as the collector is re-enabled for the consumer of the one batch.
     assert len(collections) <= 1, collections
+
+
+@pytest.fixture
+def tails(tmp_path, monkeypatch):
+    """The host's kept tails (executor/range_tails.py), in a directory of this test's own."""
+    import kafkasync_source.executor.range_reader as range_reader
+    from kafkasync_source.executor.range_tails import RangeTails
+
+    kept = RangeTails(str(tmp_path / "tails"))
+    monkeypatch.setattr(range_reader, "TAILS", kept)
+    return kept
+
+
+def _scoped_rows(reader, topic, start, end):
+    """A streaming task's read of one range: its ranges carry the query run's consumer scope."""
+    from kafkasync_source.spark.input_partitions import KafkaRanges
+
+    return [row for batch in reader.read(KafkaRanges((KafkaRange(topic, 0, start, end),), "query-run"))
+            for row in batch.to_pylist()]
+
+
+def test_what_a_capped_range_fetched_past_its_end_is_read_by_the_next_range_in_another_worker(
+    kafka_cluster, topic_factory, pool, tails
+):
+    """Issue 53, item 1. The broker sends a producer batch whole, so a range ending inside one
+    has fetched its rest; a pause for the pool drops it, and the next range, in whichever Python
+    worker Spark hands it to, fetched the whole batch again. What was fetched past the end is
+    kept for it instead, every record as the broker gave it."""
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, b"k%d" % i, b"v" * 1000, [("h", b"%d" % i)])
+                                  for i in range(300)])  # one record batch of 300 KB
+    reader = reader_for(kafka_cluster, topic, includeHeaders="true")
+    assert [r["offset"] for r in _scoped_rows(reader, topic, 0, 100)] == list(range(100))
+    assert tails.kept == 1, "offsets 100-299 came with the first fetch and were kept"
+    pool.close_all()  # the next range lands in the other worker: no consumer of the partition there
+    rows = _scoped_rows(reader, topic, 100, 200)
+    assert [(r["offset"], r["key"], r["value"], r["timestamp"].timestamp() * 1000, r["headers"]) for r in rows] == [
+        (i, b"k%d" % i, b"v" * 1000, BASE_TS + i, [{"key": "h", "value": b"%d" % i}]) for i in range(100, 200)]
+    assert (tails.taken, tails.refused) == (1, 0)
+    # The rest of the tail, kept again, and then the records produced since, fetched from its end.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"w") for i in range(300, 310)])
+    assert [r["offset"] for r in _scoped_rows(reader, topic, 200, 310)] == list(range(200, 310))
+    assert (tails.kept, tails.taken) == (2, 2)
+
+
+def test_a_kept_tail_whose_records_were_deleted_since_is_not_read(kafka_cluster, topic_factory, pool, tails, caplog):
+    """Records fetched before ``DeleteRecords`` (or retention) removed them were handed over by
+    the next range as if still there, where a fetch finds them gone (the reverted stash, 351324d:
+    integration/test_record_facts_broker.py). A tail is read only where the log still holds it."""
+    _requires(kafka_cluster, "rd_kafka_mock_partition_delete_records")
+    topic = topic_factory(1)
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"v" * 1000) for i in range(300)])
+    reader = reader_for(kafka_cluster, topic, failOnDataLoss="false")
+    assert [r["offset"] for r in _scoped_rows(reader, topic, 0, 100)] == list(range(100))
+    assert tails.kept == 1
+    kafka_cluster.delete_records(topic, 0, 150)
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+        assert [r["offset"] for r in _scoped_rows(reader, topic, 100, 200)] == list(range(150, 200))
+    assert (tails.taken, tails.refused) == (1, 1)
+    assert f"{topic}-0 offsets [100, 150) of the range [100, 200) are gone: the log starts at offset 150" in caplog.text

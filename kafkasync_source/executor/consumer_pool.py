@@ -31,10 +31,12 @@ waits one fetch round trip for records a prefetch would have queued, and a range
 past ``position`` (the partition's previous range was read in another worker) is assigned afresh
 rather than reached through prefetched records.
 
-What a resume or a closed consumer drops, the brokers sent for nothing, so each consumer's
-prefetch is sized at its creation to what the range it is created for still needs
-(``RangeReader``'s ``prefetch_settings``; librdkafka reads ``queued.max.messages.kbytes`` and
-``max.partition.fetch.bytes`` only then, ``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c).
+What a pause or a closed consumer drops, the brokers sent for nothing, so what a range's
+reader holds past the range's end is taken before the pause and kept for the next range of the
+partition, in any worker of the host (range_tails.py), and each consumer's prefetch is set at
+its creation for the range it is created for (``RangeReader``'s ``prefetch_settings``;
+librdkafka reads ``queued.max.messages.kbytes`` and ``max.partition.fetch.bytes`` only then,
+``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c).
 A pooled consumer sized for a range far larger or far smaller than the next one is replaced
 rather than reused (:func:`prefetch_fits`). The pool also remembers, per topic, the bytes per
 record its ranges held (:meth:`ConsumerPool.learn`), from which the next range's need is estimated.

@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Generator, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,7 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
+from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
@@ -58,12 +59,16 @@ _PRODUCER_BATCH_BYTES = 1024 * 1024
 """About the largest record batch a producer writes (librdkafka's ``batch.size`` 1,000,000 B, a
 broker's ``message.max.bytes`` 1 MiB by default)."""
 _QUEUE_BYTES = 16 * 1024 * 1024
-_MIN_PREFETCH_BYTES = 64 * 1024
+_EMPTY_QUEUE_KBYTES = 1
+"""The least librdkafka takes: it fetches once its queue is empty (prefetch_settings)."""
 _PREFETCH_SHARE = 32
-"""A consumer's prefetch queue and its fetches are each this share of what its range needs."""
+"""A range whose share is a producer batch or more prefetches a whole fetch ahead."""
 _GUESSED_RECORD_BYTES = 1024
 """Bytes per record assumed for a topic this worker has read no range of yet."""
 _FETCH_QUEUE_BACKOFF_MS = 1
+_MAX_TAIL_RECORDS = 100_000
+"""A range's consumer holding more past its end (a live stream read while it grew) keeps none of it."""
+_TAIL_CHUNK = 64
 _FETCH_WAIT_MAX_MS = 10
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
@@ -122,20 +127,21 @@ class RangeReader:
         scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
+            tails = _TailKey(scope, str(self.client_config.get("bootstrap.servers", "")), kafka_range.topic,
+                             kafka_range.partition)
             prefetch_bytes, sized = prefetch_settings(
                 kafka_range.end - kafka_range.start, POOL.record_bytes(kafka_range.topic), self.client_config)
             pooled = POOL.acquire(key, functools.partial(_new_consumer, {**config, **sized}), prefetch_bytes)
             poolable = False
             try:
-                set_fetching(pooled.consumer, True)  # paused while pooled (consumer_pool.py)
-                poolable = yield from collection_held(self._read(pooled, kafka_range))
+                poolable = yield from collection_held(self._read(pooled, kafka_range, tails))
             finally:
                 # A range left half-read (an error, Spark stopping early), or read past a data
                 # loss, leaves the consumer somewhere unknown: close it rather than pool it.
                 # So does a consumer that could not be resumed: Spark's retry of the task
                 # then starts with a new one.
                 if poolable:
-                    set_fetching(pooled.consumer, False)
+                    _pause_keeping_tail(pooled, tails)
                     POOL.release(key, pooled)
                 else:
                     pooled.consumer.close()
@@ -166,7 +172,8 @@ class RangeReader:
             "auto.offset.reset": "error",
         }
 
-    def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange) -> Generator[pa.RecordBatch, None, bool]:
+    def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange,
+              tails: "_TailKey") -> Generator[pa.RecordBatch, None, bool]:
         """Yields the range's batches; returns whether the consumer may be pooled, positioned
         at the range's end. After a data loss it may not: librdkafka then stands where the
         loss left it, not at the range's end (a log truncated below the end: at the log's
@@ -175,12 +182,13 @@ class RangeReader:
         consumer = pooled.consumer
         # A later piece of a range split under eventTime.order=nonDecreasing: its partition time
         # is read from the records before it (time_before.py), leaving the consumer at its start.
-        partition_time = (partition_time_before(pooled, kafka_range, record_time(self.event_time), self.poll_timeout_ms)
-                          if needs_time_before(kafka_range) else kafka_range.partition_time)
-        if pooled.position != kafka_range.start and not self._skip_to(pooled, kafka_range.start):
-            consumer.assign([KafkaTopicPartition(topic, partition, kafka_range.start)])
-            pooled.stash = []
-            POOL.repositioned += pooled.position is not None
+        if needs_time_before(kafka_range):
+            set_fetching(consumer, True)
+            partition_time = partition_time_before(pooled, kafka_range, record_time(self.event_time),
+                                                   self.poll_timeout_ms)
+        else:
+            partition_time = kafka_range.partition_time
+        self._position(pooled, kafka_range, tails, resumed=needs_time_before(kafka_range))
         next_offset = kafka_range.start
         columns = _Columns(
             topic, self.include_headers,
@@ -285,6 +293,36 @@ class RangeReader:
         pooled.position = end
         POOL.learn(topic, columns.payload_bytes, columns.records)
         return not lost
+
+    @classmethod
+    def _position(cls, pooled: PooledConsumer, kafka_range: KafkaRange, tails: "_TailKey", resumed: bool) -> None:
+        """Make the consumer's next records the range's: where the pooled consumer stands (its
+        position, its stash or what it queued), from the tail an earlier range of the partition
+        kept (range_tails.py) and then fetching on after it, or fetching from the range's start.
+
+        A paused consumer (consumer_pool.py) is resumed only once it stands where the range
+        reads on: resumed elsewhere, it sent a fetch from its old position whose answer (a
+        whole producer batch) the new assignment then dropped."""
+        consumer, start = pooled.consumer, kafka_range.start
+        if pooled.position == start or cls._skip_to(pooled, start):
+            if not resumed:  # resumed already where time_before.py left it, with what it fetched queued
+                set_fetching(consumer, True)
+            return
+        tail = TAILS.take(*tails, start)
+        if tail is not None and not _log_holds(consumer, kafka_range, tail):
+            TAILS.refused += 1
+            tail = None
+        fetch_from = start if tail is None else tail.end
+        pooled.stash = [] if tail is None else tail.records
+        if pooled.position != fetch_from:
+            POOL.repositioned += pooled.position is not None
+            # A pause outlives an assignment: resumed first, without the seek that would wake
+            # the fetcher at the old position (consumer_pool.set_fetching); the assignment wakes it.
+            consumer.resume(consumer.assignment())
+            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, fetch_from)])
+            pooled.position = fetch_from
+        else:
+            set_fetching(consumer, True)
 
     @staticmethod
     def _skip_to(pooled: PooledConsumer, start: int) -> bool:
@@ -411,6 +449,83 @@ class RangeReader:
         logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
 
+class _TailKey(NamedTuple):
+    """Where the tails of one partition's ranges are kept (range_tails.py), bar the range's start."""
+
+    scope: str
+    cluster: str
+    topic: str
+    partition: int
+
+
+def _pause_keeping_tail(pooled: PooledConsumer, tails: _TailKey) -> None:
+    """Pause the consumer for the pool, keeping what it holds past the range just read (its
+    stash and what librdkafka has queued, taken without waiting) for the partition's next range
+    (range_tails.py): the pause purges librdkafka's queue. The consumer then stands after what
+    it held, or where an event leaves it in doubt at an unknown place (None): a next range
+    starting elsewhere assigns it anew.
+
+    The pause comes as soon as the queue is empty, the file after: an emptied queue is below
+    librdkafka's prefetch threshold, and its fetcher sends the next fetch within
+    ``fetch.queue.backoff.ms`` (1 ms here), whose answer, a whole producer batch, the pause drops.
+    ``consume`` empties librdkafka's queue before it builds the records it took, so the queue is
+    taken in small chunks: the one that empties it is built in microseconds, not milliseconds."""
+    start = pooled.position
+    if start is None or not _worth_a_tail(pooled, tails, start):
+        set_fetching(pooled.consumer, False)  # a stash stays with the consumer, for this worker
+        return
+    messages, pooled.stash = pooled.stash, []
+    while len(messages) <= _MAX_TAIL_RECORDS:
+        queued = pooled.consumer.consume(num_messages=_TAIL_CHUNK, timeout=0)
+        messages += queued
+        if len(queued) < _TAIL_CHUNK:
+            break
+    set_fetching(pooled.consumer, False)
+    if all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
+        return  # nothing past the range: the consumer stands at its end
+    # Every record up to the first event: an end-of-partition event says only that the
+    # records before it were all there was; any other leaves what follows it in doubt.
+    first_event = next((i for i, m in enumerate(messages) if m.error() is not None), len(messages))
+    records = messages[:first_event]
+    clean = all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF
+                for m in messages[first_event:]) and len(messages) <= _MAX_TAIL_RECORDS
+    if clean:
+        TAILS.keep(*tails, start, records)
+    pooled.position = records[-1].offset() + 1 if clean else None
+
+
+def _worth_a_tail(pooled: PooledConsumer, tails: _TailKey, start: int) -> bool:
+    """Whether the reader may hold enough past ``start`` to be kept (range_tails.MIN_TAIL_BYTES):
+    its stash (a kept tail's rest, records of the ``consume()`` that passed the range's end) and
+    what librdkafka queued, judged from the log end its last fetch answer gave (its cached high
+    watermark, no request) and the bytes per record of the topic's last range. A capped range's
+    reader holds the rest of the producer batch the range ended in, a live stream's about
+    nothing. Records taken from the queue and then not kept would be fetched again."""
+    held = record_bytes([m for m in pooled.stash if m.error() is None])
+    if held >= MIN_TAIL_BYTES:
+        return True
+    try:
+        _, high = pooled.consumer.get_watermark_offsets(KafkaTopicPartition(tails.topic, tails.partition),
+                                                        cached=True)
+    except KafkaException:
+        return False
+    return (high - start) * (POOL.record_bytes(tails.topic) or _GUESSED_RECORD_BYTES) >= MIN_TAIL_BYTES
+
+
+def _log_holds(consumer: Consumer, kafka_range: KafkaRange, tail: Tail) -> bool:
+    """Whether the partition's log still holds every offset ``tail`` stands for: records fetched
+    earlier may have been deleted since (DeleteRecords, retention) or truncated away. A log
+    that cannot be asked counts as not holding it: the range then fetches, as without tails."""
+    tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+    except KafkaException as err:
+        logger.info("kafkasync: could not read the log start of %s-%d (%s); fetching its range afresh",
+                    kafka_range.topic, kafka_range.partition, err)
+        return False
+    return low <= tail.start and tail.end <= high
+
+
 def _new_consumer(settings: Mapping[str, object]) -> Consumer:
     return Consumer(with_python_logging(dict(settings)))
 
@@ -419,37 +534,38 @@ def prefetch_settings(
     records: int, record_bytes: Optional[float], client_config: Mapping[str, str]
 ) -> tuple[int, dict[str, int]]:
     """The prefetch of a consumer created to read ``records`` offsets of records of about
-    ``record_bytes`` bytes (None: not known yet): its size in bytes (0 where the user's
-    settings fix it), and the librdkafka settings that make it, bar those the user set.
+    ``record_bytes`` bytes (None: not known yet): the most it holds ahead in bytes (0 where the
+    user's settings fix it), and the librdkafka settings that make it, bar those the user set.
 
     librdkafka fetches a partition while its queue holds less than ``queued.max.messages.kbytes``
     (and ``queued.min.messages``), each fetch up to ``max.partition.fetch.bytes``, whatever the
-    reader still needs (``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c); both are read only
-    when a consumer is created. So a range's reader fetches up to about a queue and a fetch past
-    its end, all dropped when the consumer is paused for the pool (a pause starts a new fetch
-    version and purges the queue, ``rd_kafka_toppar_pause_resume`` in rdkafka_partition.c). At
-    librdkafka's 64 MiB queue, or the 16 MiB and 8 MiB fetches used before, a backfill capped
-    to 6,250 records of 1 KB per partition and trigger made the broker send 3.5 bytes per
-    payload byte; each a 1/32 share of the range bounds that overshoot to about 6% of it.
+    reader still needs (``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c, which looks again
+    every ``fetch.queue.backoff.ms`` while the queue is full); both are read only when a consumer
+    is created. What it fetched past the range's end is kept for the next range (range_tails.py),
+    but a fetch still in flight when the consumer is paused for the pool is dropped, a whole
+    fetch (a pause starts a new fetch version, ``rd_kafka_toppar_pause_resume`` in
+    rdkafka_partition.c). One is in flight when the queue fell below its threshold while the
+    reader took the tail: with a queue of 64 KiB (sized to 1/32 of the range, as before tails
+    were kept) 19 of 64 capped ranges of 200 B records lost one, with 1 KiB 3 (its debug log,
+    Kafka 4.3.1), and the broker sent 1.38 and 1.19 bytes per payload byte. So a range below 32
+    producer batches (a capped backfill's, a live stream's) fetches when its queue is empty.
 
     A fetch is cut wherever its byte limit falls (the broker's ``LogSegment.read`` slices raw
-    bytes) and the client drops the cut-off record batch, to fetch it again; librdkafka also
-    keeps each fetch within the queue's room (its debug log: fetches of 1.5-1.6 MB under a
-    1.6 MB queue and an 8 MiB ``max.partition.fetch.bytes``). A fetch smaller than one producer
-    batch returns exactly that batch (``minOneMessage``: the first batch is sent whole whatever
-    the limit), so it cuts nothing; one of many batches cuts at most one in many. In between it
-    wastes up to half of what it fetches: an uncapped read of 8 x 50,000 records of 1 KB in 1 MB
-    batches sent 1.30 bytes per payload byte with a 1.6 MB queue, 1.05 with 8 MiB fetches
-    (Kafka 4.3.1). So a share of a producer batch or more is read as before this sizing existed,
-    8 MiB at a time; it overshoots by at most 24 MiB, a small part of a range of that size."""
+    bytes) and the client drops the cut-off record batch, to fetch it again: 64 KiB fetches of
+    50-140 KB producer batches cut one in every fetch (a quarter of what they fetched). A fetch
+    of at least a producer batch (1 MiB, librdkafka's ``batch.size``; a fetch smaller than the
+    first batch returns it whole, ``minOneMessage``) cuts at most one batch in many. A range of
+    32 producer batches or more is read 8 MiB at a time within a queue of 16 MiB, as before
+    tails: an uncapped read of 8 x 50,000 records of 1 KB then sent 1.05 bytes per payload byte,
+    and prefetching a whole fetch ahead keeps the read going while the reader builds its batches."""
     share = records * (record_bytes or _GUESSED_RECORD_BYTES) / _PREFETCH_SHARE
     if share < _PRODUCER_BATCH_BYTES:
-        queue = fetch = int(max(share, _MIN_PREFETCH_BYTES))
+        queue_kbytes, fetch = _EMPTY_QUEUE_KBYTES, _PRODUCER_BATCH_BYTES
     else:
-        queue, fetch = _QUEUE_BYTES, _PARTITION_FETCH_BYTES
-    sized = {"queued.max.messages.kbytes": queue // 1024, "max.partition.fetch.bytes": fetch}
+        queue_kbytes, fetch = _QUEUE_BYTES // 1024, _PARTITION_FETCH_BYTES
+    sized = {"queued.max.messages.kbytes": queue_kbytes, "max.partition.fetch.bytes": fetch}
     own = {key: value for key, value in sized.items() if key not in client_config}
-    return (queue if own else 0), own
+    return (queue_kbytes * 1024 + fetch if own else 0), own
 
 
 def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[pa.RecordBatch, None, bool]:
