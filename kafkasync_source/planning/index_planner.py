@@ -633,12 +633,16 @@ def plan_from_index(
         if limits.max_records is not None and sum(ends[tp] - windows[tp].start for tp in ready) > limits.max_records:
             top = bound if bound is not None else max(maxima[tp] for tp in ready)
             ends, levels, checks = _rate_limited(ends, windows, top, limits, index)
+        inside = [tp for tp in ready if windows[tp].start < ends[tp] < windows[tp].end]
+        # The last records before each cut first: the records a probe reads come with those
+        # after them in the batch the broker sends whole, so the record at the cut, which the
+        # check reads, is then known. In the other order each cut cost its producer batch twice
+        # (the planning runner's fetches at offsets X and then X - 1, Kafka 4.3.1's debug log).
+        taken = index.largest_taken({tp: ends[tp] for tp in inside}, {tp: levels[tp] + 1 for tp in inside})
         # Each largest timestamp bounds stream time, or is a partition time where the
         # partition is read to its end: it must be a readable record's.
         index.check(checks, {tp: (offset, largest, windows[tp].end) for tp, (largest, offset) in entries.items()})
         times = {tp: maxima[tp] for tp in ready if ends[tp] == windows[tp].end}
-        inside = [tp for tp in ready if windows[tp].start < ends[tp] < windows[tp].end]
-        taken = index.largest_taken({tp: ends[tp] for tp in inside}, {tp: levels[tp] + 1 for tp in inside})
         times.update({tp: largest for tp, largest in taken.items() if largest is not None})
         ends.update({tp: window.end for tp, window in windows.items() if tp not in ends})
     # A window of records without a time is moved over by a batch, and makes none of its own
