@@ -271,36 +271,73 @@ def compare(spark: Any, records_per_partition: int = RECORDS_PER_PARTITION,
     return results
 
 
-def range_reader_bytes(bootstrap: str, topic: str, records_per_partition: int, value_bytes: int,
-                       cap: int = 0) -> dict[str, Any]:
-    """What the executors' reads alone cost, without Spark: ``RangeReader`` reading every
-    partition of a :func:`produce_backlog` topic in ranges of ``cap / PARTITIONS`` records (all at
-    once when ``cap`` is 0), trigger after trigger, in one process whose consumer pool carries
-    over as a worker's does. Bytes the broker sent per payload byte, seconds, and this process's
-    CPU seconds per million records (``time.process_time``: its threads, librdkafka's among them;
-    not the machine's, which other work on a shared machine would swell)."""
+def _range_worker(connection: Any, bootstrap: str, topic: str) -> None:
+    """One Python worker of :func:`range_reader_bytes`: reads the ranges it is sent, as a
+    streaming task does (one consumer scope for the run), and answers rows and CPU seconds."""
     from kafkasync_source.config.options import parse_options
-    from kafkasync_source.executor.consumer_pool import POOL
-    from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
+    from kafkasync_source.executor.range_reader import RangeReader
+    from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
     from kafkasync_source.spark.schema import kafka_schema
 
     options = parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=True)
     reader = RangeReader.from_options(options, kafka_schema(options.include_headers))
+    while (ranges := connection.recv()) is not None:
+        cpu_started = time.process_time()
+        task = KafkaRanges(tuple(KafkaRange(topic, partition, start, end) for partition, start, end in ranges),
+                           "range-reader-bytes")
+        rows = sum(batch.num_rows for batch in reader.read(task))
+        connection.send((rows, time.process_time() - cpu_started))
+
+
+def range_reader_bytes(bootstrap: str, topic: str, records_per_partition: int, value_bytes: int,
+                       cap: int = 0, workers: int = 2) -> dict[str, Any]:
+    """What the executors' reads alone cost, without Spark: ``RangeReader`` reading every
+    partition of a :func:`produce_backlog` topic in ranges of ``cap / PARTITIONS`` records (all at
+    once when ``cap`` is 0), trigger after trigger, as ``local[2]`` reads them: two tasks a
+    trigger of half the partitions each, in ``workers`` processes whose consumer pools carry
+    over as Python workers' do, each task handed to either (seeded), as Spark hands a task to
+    whichever worker came back first. Bytes the broker sent per payload byte, seconds, and the
+    workers' CPU seconds per million records (``time.process_time`` in each: their threads,
+    librdkafka's among them; not the machine's, which other work on a shared machine would swell)."""
+    import multiprocessing
+    import random
+
     per_range = cap // PARTITIONS if cap else records_per_partition
-    POOL.close_all()
+    context = multiprocessing.get_context("spawn")
+    pipes, processes = [], []
+    for _ in range(workers):
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_range_worker, args=(theirs, bootstrap, topic), daemon=True)
+        process.start()
+        pipes.append(ours)
+        processes.append(process)
+    choose = random.Random(53)
     rows = 0
-    with BrokerBytesSampler(int(bootstrap.split(",")[0].rsplit(":", 1)[1])) as sampler:
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for start in range(0, records_per_partition, per_range):
-            for partition in range(PARTITIONS):
-                kafka_range = KafkaRange(topic, partition, start, min(records_per_partition, start + per_range))
-                rows += sum(batch.num_rows for batch in reader.read(kafka_range))
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    POOL.close_all()
+    cpu = 0.0
+    try:
+        with BrokerBytesSampler(int(bootstrap.split(",")[0].rsplit(":", 1)[1])) as sampler:
+            started = time.perf_counter()
+            for start in range(0, records_per_partition, per_range):
+                end = min(records_per_partition, start + per_range)
+                tasks = [[(p, start, end) for p in range(PARTITIONS) if p % 2 == half] for half in (0, 1)]
+                order = [choose.randrange(workers) for _ in tasks]
+                # Both tasks at once in two workers; one after the other where one worker has both.
+                batches = [list(zip(tasks, order))] if order[0] != order[1] else [[one] for one in zip(tasks, order)]
+                for at_once in batches:
+                    for task, worker in at_once:
+                        pipes[worker].send(task)
+                    for _, worker in at_once:
+                        task_rows, task_cpu = pipes[worker].recv()
+                        rows, cpu = rows + task_rows, cpu + task_cpu
+            seconds = time.perf_counter() - started
+    finally:
+        for pipe, process in zip(pipes, processes):
+            pipe.send(None)
+            process.join(30)
     if rows != PARTITIONS * records_per_partition:
         raise RuntimeError(f"RangeReader read {rows} of {PARTITIONS * records_per_partition} records")
     return {"bytes_per_payload_byte": sampler.bytes_sent / (rows * (value_bytes + KEY_BYTES)),
-            "seconds": seconds, "cpu_s_per_million_records": cpu / rows * 1e6}
+            "seconds": seconds, "cpu_s_per_million_records": cpu / rows * 1e6, "workers": workers}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -326,8 +363,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                 topic = f"kafkasync-bytes-reader-{value_bytes}-{int(time.time())}"
                 produce_backlog(bootstrap, topic, plain_records, value_bytes)
                 for cap in (plain_records, 0):
-                    results[f"{value_bytes} B, {'capped' if cap else 'uncapped'}"] = range_reader_bytes(
-                        bootstrap, topic, plain_records, value_bytes, cap)
+                    for workers in (1, 2):
+                        results[f"{value_bytes} B, {'capped' if cap else 'uncapped'}, {workers} worker(s)"] = (
+                            range_reader_bytes(bootstrap, topic, plain_records, value_bytes, cap, workers))
             print(json.dumps(results, indent=2))
         return
 
