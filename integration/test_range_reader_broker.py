@@ -101,6 +101,7 @@ def _scoped(bootstrap: str, topic: str, reader: RangeReader, start: int, end: in
     return offsets(reader.read(KafkaRanges((KafkaRange(topic, 0, start, end),), "query-run")))
 
 
+@pytest.mark.compat
 def test_what_a_capped_range_fetched_past_its_end_is_kept_while_the_log_holds_it(
     bootstrap_servers, broker, admin, topic_factory, pool, tmp_path, monkeypatch, caplog
 ):
