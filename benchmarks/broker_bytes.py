@@ -146,15 +146,17 @@ def _read_once(spark: Any, bootstrap: str, topic: str, source: str, options: dic
 
 
 def produce_backlog(bootstrap: str, topic: str, records_per_partition: int = RECORDS_PER_PARTITION,
-                    value_bytes: int = VALUE_BYTES) -> int:
+                    value_bytes: int = VALUE_BYTES, batch_bytes: Optional[int] = None) -> int:
     """The backlog, stamped in the last hours (a Kafka 4 broker refuses future timestamps,
-    time retention is off). Returns the payload bytes."""
+    time retention is off). Returns the payload bytes. ``batch_bytes``: the producer's
+    ``batch.size``; by default librdkafka's (1,000,000), whose batches of a backlog written at
+    full speed reach hundreds of KB."""
     from kafkasync_dev.testing import Record
     from kafkasync_dev.testing.broker import KafkaBroker
 
     base = int(time.time() * 1000) - PARTITIONS * records_per_partition * 10 - 60_000
     value = b"v" * value_bytes
-    with KafkaBroker(bootstrap) as broker:
+    with KafkaBroker(bootstrap, None if batch_bytes is None else {"batch.size": batch_bytes}) as broker:
         broker.create_topic(topic, PARTITIONS)
         broker.produce(topic, (Record(p, base + (i * PARTITIONS + p) * 10, b"k%07d" % i, value)
                                for i in range(records_per_partition) for p in range(PARTITIONS)))

@@ -90,6 +90,13 @@ LIVE_RUNS = 3
 SMALL_VALUE_BYTES = 200
 """The backlog is read twice over: 1,000-byte values (``backlog``) and 200-byte ones
 (``backlog_small_records``), where per-record costs weigh more than bytes."""
+JAVA_BATCH_BYTES = 16_384
+"""A Java producer's ``batch.size`` by default (Kafka Connect and so Debezium, Kafka Streams):
+the backlog written in such batches too (``backlog_java_batches``,
+``backlog_small_records_java_batches``). librdkafka's (``batch.size`` 1,000,000), which writes
+the other backlogs at full speed, makes batches of 0.6-1 MB, and a capped read's cost depends on
+them: the planner reads one batch at each partition's cut, a range's reader the rest of the one
+it ends in."""
 CAPPED_SHARE = 1 / 8
 """The capped read's ``maxOffsetsPerTrigger``, a share of the backlog: 8 triggers, each range
 of 1/64 of it (8 x 50,000 records capped at 50,000, issue 53's measurement)."""
@@ -635,14 +642,21 @@ def _run_child(*arguments: str) -> dict[str, Any]:
 # -- the parent: broker, topics, comparisons -------------------------------------------------
 
 def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
-            log: Callable[[str], None], value_bytes: int = VALUE_BYTES) -> dict[str, Any]:
-    topic = f"kafkasync-side-by-side-{value_bytes}-{int(time.time())}"
-    payload = produce_backlog(bootstrap, topic, records_per_partition, value_bytes)
+            log: Callable[[str], None], value_bytes: int = VALUE_BYTES,
+            batch_bytes: Optional[int] = None) -> dict[str, Any]:
+    """Both sources and the Python source floor read one backlog, ``runs`` times each.
+    ``batch_bytes``: the producer's ``batch.size`` the backlog is written with (None:
+    librdkafka's); the floor, which reads no broker, is left out then."""
+    topic = f"kafkasync-side-by-side-{value_bytes}-{batch_bytes or 'default'}-{int(time.time())}"
+    payload = produce_backlog(bootstrap, topic, records_per_partition, value_bytes, batch_bytes)
     records = PARTITIONS * records_per_partition
-    runs_by_source: dict[str, list[dict[str, Any]]] = {source: [] for source in (*SOURCES, FLOOR)}
+    sources = SOURCES if batch_bytes is not None else (*SOURCES, FLOOR)
+    runs_by_source: dict[str, list[dict[str, Any]]] = {source: [] for source in sources}
     labels = {**LABELS, FLOOR: FLOOR_LABEL}
-    for source in (*SOURCES, FLOOR) * runs:
-        log(f"side by side: {labels[source]} reads the backlog ({records:,} records of {value_bytes:,} B), twice")
+    batches = "" if batch_bytes is None else f" in producer batches of {batch_bytes:,} B"
+    for source in sources * runs:
+        log(f"side by side: {labels[source]} reads the backlog ({records:,} records of {value_bytes:,} B"
+            f"{batches}), twice")
         run = _run_child("backlog", "--source", source, "--bootstrap", bootstrap, "--topic", topic,
                          "--records", str(records), "--value-bytes", str(value_bytes), "--jars", jars)
         bytes_sent = run.pop("bytes_sent")
@@ -651,11 +665,13 @@ def backlog(bootstrap: str, jars: str, records_per_partition: int, runs: int,
             run["capped_bytes_per_payload_byte"] = run.pop("capped_bytes_sent") / payload
         runs_by_source[source].append(run)
     result: dict[str, Any] = {"records": records, "payload_bytes": payload, "value_bytes": value_bytes,
-                              "key_bytes": KEY_BYTES, "runs": runs,
+                              "key_bytes": KEY_BYTES, "runs": runs, "producer_batch_size": batch_bytes,
                               "max_offsets_per_trigger": max(1, int(records * CAPPED_SHARE))}
     for source, measured in runs_by_source.items():
         result[labels[source]] = _median_of_runs(measured)
     for reader, label in (("kafkasync", LABELS["kafkasync"]), ("floor", FLOOR_LABEL)):
+        if label not in result:
+            continue
         for prefix, figure in (("", "seconds"), ("warm_", "warm_seconds"), ("warm_trigger_", "warm_trigger_seconds")):
             result[f"{prefix}{reader}_speed_vs_format_kafka"] = result[LABELS["kafka"]][figure] / result[label][figure]
     kafka, kafkasync = result[LABELS["kafka"]], result[LABELS["kafkasync"]]
@@ -739,10 +755,14 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
                                 "met": over_floor <= TARGETS["batch_ms_over_floor"],
                                 "over_floor_with_worker_fixes": round(live["batch_ms_over_tuned_floor"], 1)},
         **{f"{name} ({results[name]['value_bytes']:,} B)": cost_targets(results[name])
-           for name in ("backlog", "backlog_small_records") if "skipped" not in results[name]},
+           for name, _, _ in BACKLOGS if "skipped" not in results.get(name, {"skipped": "not run"})},
     }
 
 
+BACKLOGS = (("backlog", VALUE_BYTES, None), ("backlog_small_records", SMALL_VALUE_BYTES, None),
+            ("backlog_java_batches", VALUE_BYTES, JAVA_BATCH_BYTES),
+            ("backlog_small_records_java_batches", SMALL_VALUE_BYTES, JAVA_BATCH_BYTES))
+"""Each backlog read side by side: its name in the results, value size, producer ``batch.size``."""
 COST_TARGETS = {"capped_bytes_per_payload_byte": 1.2, "capped_bytes_over_format_kafka": 0.1,
                 "uncapped_bytes_per_payload_byte": 1.1, "speed_vs_format_kafka": 1.15,
                 "cpu_per_record_vs_format_kafka": 0.7}
@@ -805,9 +825,10 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
                                      1 if tiny else RUNS, log)
         # A smoke (tiny) skips the second backlog: the same code as the first, with smaller values,
         # three Spark starts more (about a minute of CI).
-        results["backlog_small_records"] = (
-            {"skipped": "a smoke run: backlog() with another value size"} if tiny else
-            backlog(bootstrap, jars, RECORDS_PER_PARTITION, RUNS, log, value_bytes=SMALL_VALUE_BYTES))
+        for name, value_bytes, batch_bytes in BACKLOGS[1:]:
+            results[name] = (
+                {"skipped": "a smoke run: backlog() with another value or batch size"} if tiny else
+                backlog(bootstrap, jars, RECORDS_PER_PARTITION, RUNS, log, value_bytes, batch_bytes))
         results["latency"] = latency(bootstrap, jars, 8 if tiny else LIVE_SECONDS, 1 if tiny else LIVE_RUNS, log)
         results["live_rate"] = (live_rate.measure_tiny(bootstrap, jars, log=log) if tiny
                                 else live_rate.measure(bootstrap, jars, log=log))

@@ -9,7 +9,7 @@ timestamps, and backfill data is stamped hours in the past.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Optional
 
 from kafkasync_dev.testing.mock_cluster import Record, produce_confirmed
 
@@ -39,7 +39,8 @@ class KafkaBroker:
     """``bootstrap_servers``, ``create_topic``, ``produce`` (delivery reports checked) and
     ``end_offsets`` against a real cluster."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, producer_settings: Optional[Mapping[str, Any]] = None) -> None:
+        """``producer_settings``: librdkafka settings over the defaults, e.g. ``batch.size``."""
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
@@ -50,7 +51,7 @@ class KafkaBroker:
         # while its leader is elected, came back 600 records late in a partition written in
         # time order, and broke eventTime.order=nonDecreasing in benchmarks/event_time.py.
         self._producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all",
-                                   "enable.idempotence": True})
+                                   "enable.idempotence": True, **(producer_settings or {})})
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         create_topic(self._admin, name, partitions)
