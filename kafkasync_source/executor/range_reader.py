@@ -61,6 +61,11 @@ broker's ``message.max.bytes`` 1 MiB by default)."""
 _QUEUE_BYTES = 16 * 1024 * 1024
 _EMPTY_QUEUE_KBYTES = 1
 """The least librdkafka takes: it fetches once its queue is empty (prefetch_settings)."""
+_EMPTY_QUEUE_FETCHES = 8
+"""A range read with an empty queue fetches about an eighth of it at a time (prefetch_settings)."""
+_EMPTY_QUEUE_FETCH_BYTES = (256 * 1024, 1024 * 1024)
+"""The least and most such a fetch asks for: at least 16 of a Java producer's batches
+(``batch.size`` 16,384), at most a librdkafka producer's (``batch.size`` 1,000,000)."""
 _PREFETCH_SHARE = 32
 """A range whose share is a producer batch or more prefetches a whole fetch ahead."""
 _GUESSED_RECORD_BYTES = 1024
@@ -550,22 +555,48 @@ def prefetch_settings(
     Kafka 4.3.1), and the broker sent 1.38 and 1.19 bytes per payload byte. So a range below 32
     producer batches (a capped backfill's, a live stream's) fetches when its queue is empty.
 
+    That fetch is not always avoided: librdkafka's broker thread looks at the queue every
+    ``fetch.queue.backoff.ms`` and serves the pause in turn, so the fetch can go first (in the
+    debug log, 1 of a partition's 8 capped ranges outside Spark, 5 of 8 in Spark, where more
+    threads share the cores). A longer back-off narrows that window but holds every fetch of a
+    range read with an empty queue (5 ms: a capped read of 1 KB records took twice as long). So
+    the race costs one fetch, and such a range fetches about an eighth of itself at a time
+    (:func:`_empty_queue_fetch_bytes`): fewer, larger fetches lose more to it, smaller ones take
+    a round trip each, and the queue is empty while each is under way.
+
     A fetch is cut wherever its byte limit falls (the broker's ``LogSegment.read`` slices raw
-    bytes) and the client drops the cut-off record batch, to fetch it again: 64 KiB fetches of
-    50-140 KB producer batches cut one in every fetch (a quarter of what they fetched). A fetch
-    of at least a producer batch (1 MiB, librdkafka's ``batch.size``; a fetch smaller than the
-    first batch returns it whole, ``minOneMessage``) cuts at most one batch in many. A range of
-    32 producer batches or more is read 8 MiB at a time within a queue of 16 MiB, as before
-    tails: an uncapped read of 8 x 50,000 records of 1 KB then sent 1.05 bytes per payload byte,
-    and prefetching a whole fetch ahead keeps the read going while the reader builds its batches."""
-    share = records * (record_bytes or _GUESSED_RECORD_BYTES) / _PREFETCH_SHARE
-    if share < _PRODUCER_BATCH_BYTES:
-        queue_kbytes, fetch = _EMPTY_QUEUE_KBYTES, _PRODUCER_BATCH_BYTES
+    bytes) and the client drops the cut-off record batch, to fetch it again; a fetch smaller
+    than the first batch returns that batch whole (``minOneMessage``) and cuts none. The fetch
+    stays within 256 KiB (16 of a Java producer's batches, ``batch.size`` 16,384: Kafka Connect,
+    Debezium, Kafka Streams) and 1 MiB (librdkafka's ``batch.size``, whose batches a producer
+    writing at full speed fills to 0.6-1 MB). Capped reads of 8 x 50,000 records (ranges of
+    6,250) outside Spark (two workers, Kafka 4.3.1), broker bytes per payload byte with fetches of
+    1 MiB / 256 KiB: 1 KB records in 0.6 MB batches 1.16 / 1.07, in 16 KB batches 1.06 / 1.03,
+    200 B records 1.30 / 1.27 and 1.23 / 1.13; but the 1 KB read in 16 KB batches took 2.1-3.1 s
+    with 1 MiB, 3.2-4.1 s with 256 KiB and 2.7-2.8 s with 512 KiB, its eighth (1.03-1.04 bytes
+    per payload byte). In Spark see docs/benchmarks.md.
+
+    A range of 32 producer batches or more is read 8 MiB at a time within a queue of 16 MiB, as
+    before tails: an uncapped read of 8 x 50,000 records of 1 KB then sent 1.05 bytes per payload
+    byte, and prefetching a whole fetch ahead keeps the read going while the reader builds its
+    batches."""
+    range_bytes = records * (record_bytes or _GUESSED_RECORD_BYTES)
+    if range_bytes / _PREFETCH_SHARE < _PRODUCER_BATCH_BYTES:
+        queue_kbytes, fetch = _EMPTY_QUEUE_KBYTES, _empty_queue_fetch_bytes(range_bytes)
     else:
         queue_kbytes, fetch = _QUEUE_BYTES // 1024, _PARTITION_FETCH_BYTES
     sized = {"queued.max.messages.kbytes": queue_kbytes, "max.partition.fetch.bytes": fetch}
     own = {key: value for key, value in sized.items() if key not in client_config}
     return (queue_kbytes * 1024 + fetch if own else 0), own
+
+
+def _empty_queue_fetch_bytes(range_bytes: float) -> int:
+    """About an eighth of the range, the power of two at or below it, within
+    :data:`_EMPTY_QUEUE_FETCH_BYTES`: a fetch the pause drops costs at most about an eighth of
+    the range, and a range takes about 8 to 16 round trips (prefetch_settings)."""
+    least, most = _EMPTY_QUEUE_FETCH_BYTES
+    eighth = int(range_bytes / _EMPTY_QUEUE_FETCHES)
+    return max(least, min(most, 1 << max(eighth, 1).bit_length() - 1))
 
 
 def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[pa.RecordBatch, None, bool]:
