@@ -90,7 +90,7 @@ def test_a_short_ranges_consumer_fetches_an_eighth_of_it_once_its_queue_is_empty
     and librdkafka sends one as soon as its queue falls below ``queued.max.messages.kbytes``
     while the tail is taken: 19 of 64 capped ranges lost one with a 64 KiB queue, 3 with 1 KiB
     (Kafka 4.3.1, its debug log). What a fetch lost so costs is bounded by the range: about an
-    eighth of it (a power of two), within 256 KiB and 1 MiB."""
+    eighth of it (a power of two), within 128 KiB and 1 MiB."""
     from kafkasync_source.executor.range_reader import prefetch_settings
 
     def empty_queue(fetch: int) -> tuple[int, dict[str, int]]:
@@ -98,8 +98,8 @@ def test_a_short_ranges_consumer_fetches_an_eighth_of_it_once_its_queue_is_empty
 
     kib = 1024
     assert prefetch_settings(6_250, 1_016, {}) == empty_queue(512 * kib)  # a capped backfill's range of 1 KB records
-    assert prefetch_settings(6_250, 216, {}) == empty_queue(256 * kib)  # ... of 200 B records: an eighth is 165 KiB
-    assert prefetch_settings(10, 100.0, {}) == empty_queue(256 * kib)  # a live stream's
+    assert prefetch_settings(6_250, 216, {}) == empty_queue(128 * kib)  # ... of 200 B records: an eighth is 165 KiB
+    assert prefetch_settings(10, 100.0, {}) == empty_queue(128 * kib)  # a live stream's
     assert prefetch_settings(32_000, None, {}) == empty_queue(1024 * kib)  # not read yet here: 1 KiB a record assumed
     # 32 producer batches or more are fetched 8 MiB at a time within a queue of 16 MiB, as before:
     # the read goes on while the reader builds its batches.
@@ -132,7 +132,7 @@ def test_the_users_queue_and_fetch_settings_win_over_the_sizing_and_defaults(kaf
     assert settings["queued.max.messages.kbytes"] == "2048"
     assert settings["fetch.queue.backoff.ms"] == "50"
     assert settings["fetch.wait.max.ms"] == "20"
-    assert settings["max.partition.fetch.bytes"] == 256 * 1024  # not set by the user: sized to the range (10 records)
+    assert settings["max.partition.fetch.bytes"] == 128 * 1024  # not set by the user: sized to the range (10 records)
     defaults = _reader(kafka_cluster, topic)
     assert _offsets(defaults, KafkaRange(topic, 1, 0, 10)) == list(range(10))
     assert created[1]["fetch.queue.backoff.ms"] == 1 and created[1]["queued.max.messages.kbytes"] == 1

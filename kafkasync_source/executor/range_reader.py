@@ -63,8 +63,8 @@ _EMPTY_QUEUE_KBYTES = 1
 """The least librdkafka takes: it fetches once its queue is empty (prefetch_settings)."""
 _EMPTY_QUEUE_FETCHES = 8
 """A range read with an empty queue fetches about an eighth of it at a time (prefetch_settings)."""
-_EMPTY_QUEUE_FETCH_BYTES = (256 * 1024, 1024 * 1024)
-"""The least and most such a fetch asks for: at least 16 of a Java producer's batches
+_EMPTY_QUEUE_FETCH_BYTES = (128 * 1024, 1024 * 1024)
+"""The least and most such a fetch asks for: at least 8 of a Java producer's batches
 (``batch.size`` 16,384), at most a librdkafka producer's (``batch.size`` 1,000,000)."""
 _PREFETCH_SHARE = 32
 """A range whose share is a producer batch or more prefetches a whole fetch ahead."""
@@ -567,14 +567,16 @@ def prefetch_settings(
     A fetch is cut wherever its byte limit falls (the broker's ``LogSegment.read`` slices raw
     bytes) and the client drops the cut-off record batch, to fetch it again; a fetch smaller
     than the first batch returns that batch whole (``minOneMessage``) and cuts none. The fetch
-    stays within 256 KiB (16 of a Java producer's batches, ``batch.size`` 16,384: Kafka Connect,
+    stays within 128 KiB (8 of a Java producer's batches, ``batch.size`` 16,384: Kafka Connect,
     Debezium, Kafka Streams) and 1 MiB (librdkafka's ``batch.size``, whose batches a producer
     writing at full speed fills to 0.6-1 MB). Capped reads of 8 x 50,000 records (ranges of
     6,250) outside Spark (two workers, Kafka 4.3.1), broker bytes per payload byte with fetches of
     1 MiB / 256 KiB: 1 KB records in 0.6 MB batches 1.16 / 1.07, in 16 KB batches 1.06 / 1.03,
     200 B records 1.30 / 1.27 and 1.23 / 1.13; but the 1 KB read in 16 KB batches took 2.1-3.1 s
     with 1 MiB, 3.2-4.1 s with 256 KiB and 2.7-2.8 s with 512 KiB, its eighth (1.03-1.04 bytes
-    per payload byte). In Spark see docs/benchmarks.md.
+    per payload byte). In Spark, capped 200 B records in 16 KB batches (ranges of about 1.3 MB):
+    1.22-1.24 with 256 KiB fetches, 1.14 with 128 KiB, their eighth, at the same speed; more in
+    docs/benchmarks.md.
 
     A range of 32 producer batches or more is read 8 MiB at a time within a queue of 16 MiB, as
     before tails: an uncapped read of 8 x 50,000 records of 1 KB then sent 1.05 bytes per payload
