@@ -22,6 +22,7 @@ from typing import Any, Iterator, Optional
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from benchmarks.runner_trace import timed_method, traced_read
+from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.spark.python_worker import landed_in_worker
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
@@ -58,7 +59,7 @@ def _arrow_batch(partition: int, rows: int, value_bytes: int):
     return _CACHE[key]
 
 
-class _CeilingStream(DataSourceStreamReader):
+class _CeilingStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, batches: int, partitions: int, rows: int, value_bytes: int, worker_fixes: bool) -> None:
         self._batches, self._partitions, self._rows, self._value_bytes = batches, partitions, rows, value_bytes
         self._worker_fixes = worker_fixes
@@ -78,6 +79,10 @@ class _CeilingStream(DataSourceStreamReader):
             return {"batch": current + 1 if self._batches == 0 else min(current + 1, self._batches)}
 
         return timed_method("latestOffset", latest)()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)`` reads every batch, one a trigger, as a capped backfill
+        does: without it Spark fixes the end at the first ``latestOffset``, one batch."""
 
     def partitions(self, start: dict, end: dict):
         def tasks() -> list:

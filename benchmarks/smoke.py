@@ -133,6 +133,8 @@ def side_by_side() -> int:
            "backlog.capped_cpu_per_record_vs_format_kafka.Spark and broker",
            "targets.backlog (1,000 B).capped_bytes_per_payload_byte.value",
            f"backlog.{benchmark.FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
+           "backlog.capped_floor_speed_vs_format_kafka",
+           *(f"backlog.{read}_floor_cpu_per_record_vs_format_kafka.Spark and broker" for read in ("warm", "capped")),
            "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
            "latency.kafkasync.steady.p99_ms", "latency.kafkasync.trigger_ms.addBatch",
            "latency.kafkasync.first_row_ms", 'latency.format("kafka").first_row_ms',
