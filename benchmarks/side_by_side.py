@@ -101,6 +101,8 @@ it ends in."""
 CAPPED_SHARE = 1 / 8
 """The capped read's ``maxOffsetsPerTrigger``, a share of the backlog: 8 triggers, each range
 of 1/64 of it (8 x 50,000 records capped at 50,000, issue 53's measurement)."""
+TINY_RECORDS_PER_PARTITION = 512
+"""A smoke run's backlog: the floor's capped read splits it into equal tasks (8 batches of 8)."""
 PREFILLED = 1_000
 """Records in a live topic when its query starts (from the earliest offset): its first batch
 has rows, and start to first ``foreachBatch`` is the time to first row."""
@@ -243,8 +245,12 @@ def _backlog_reader(spark, source: str, bootstrap: str, topic: str, records: int
 
         spark.dataSource.register(CeilingDataSource)
         batches = round(1 / CAPPED_SHARE) if capped else 1
+        rows, left = divmod(records, PARTITIONS * batches)
+        if left:
+            raise ValueError(f"the floor reads {records:,} records in {PARTITIONS} x {batches} equal tasks: "
+                             "not a multiple")
         return (spark.readStream.format(FLOOR).option("batches", batches).option("partitions", PARTITIONS)
-                .option("rows", records // PARTITIONS // batches).option("valueBytes", value_bytes)
+                .option("rows", rows).option("valueBytes", value_bytes)
                 .option("workerFixes", source == TUNED_FLOOR))
     reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest"))
@@ -832,7 +838,7 @@ def measure(*, tiny: bool = False, log: Callable[[str], None] = lambda message: 
             return {"skipped": why_not}
         results: dict[str, Any] = {"spark_version": pyspark.__version__, "broker": bootstrap,
                                    "isolation_level": "read_committed", "tiny": tiny}
-        results["backlog"] = backlog(bootstrap, jars, 500 if tiny else RECORDS_PER_PARTITION,
+        results["backlog"] = backlog(bootstrap, jars, TINY_RECORDS_PER_PARTITION if tiny else RECORDS_PER_PARTITION,
                                      1 if tiny else RUNS, log)
         # A smoke (tiny) skips the second backlog: the same code as the first, with smaller values,
         # three Spark starts more (about a minute of CI).
@@ -920,7 +926,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true",
-                        help="500 records a partition, one backlog, 8 s live: a smoke run")
+                        help=f"{TINY_RECORDS_PER_PARTITION} records a partition, one backlog, 8 s live: a smoke run")
     parser.add_argument("--write", action="store_true",
                         help="into benchmarks/results.json and docs/img/side_by_side.png")
     args = parser.parse_args(argv)
