@@ -53,8 +53,8 @@ def test_a_property_that_does_not_fit_nulls_itself_only_and_other_json_in_a_stri
     options = double.options(JSON_SCHEMA, schema_id)
     assert options.spark_type()["customer"].dataType == T.StringType()  # an external $ref: not followed
     documents = [
-        b'{"id": "o1", "qty": 2, "price": {"amount": 9.5, "currency": "EUR"}, "customer": {"name": "Ann",  "vip": true},'
-        b' "code": 17, "payment": {"iban": "DE00"}, "tags": ["a", 1]}',
+        b'{"id": "o1", "qty": 2, "price": {"amount": 9.5, "currency": "EUR"},'
+        b' "customer": {"name": "Ann",  "vip": true}, "code": 17, "payment": {"iban": "DE00"}, "tags": ["a", 1]}',
         b'{"id": 5, "qty": "many", "price": {"amount": "cheap", "currency": "EUR"}, "code": "A7", "tags": ["x"]}',
     ]
     column = decode_column(options, [framed(schema_id, d) for d in documents])

@@ -16,6 +16,7 @@ from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.formats import decoded
 from kafkasync_source.formats.framing import NotFramed, protobuf_indexes
 from kafkasync_source.formats.options import PROTOBUF
+from kafkasync_source.spark.schema import arrow_schema
 
 FIELD = descriptor_pb2.FieldDescriptorProto
 T0 = 1_700_000_000
@@ -54,11 +55,7 @@ def built(proto: descriptor_pb2.FileDescriptorProto):
 
 
 def decode(options, payloads):
-    arrow_type = pa.struct([])  # replaced below by the reader's own type
-    from kafkasync_source.spark.schema import arrow_schema
-
-    spark_type = options.spark_type()
-    arrow_type = arrow_schema(T.StructType([T.StructField("v", spark_type)])).field("v").type
+    arrow_type = arrow_schema(T.StructType([T.StructField("v", options.spark_type())])).field("v").type
     column = options.column_decoder(arrow_type)([record(p, i) for i, p in enumerate(payloads)])
     assert isinstance(column, decoded.DecodedColumn)
     return column
@@ -146,7 +143,8 @@ def test_a_record_of_another_message_than_the_readers_is_incompatible_not_decode
 
 def test_a_field_written_with_another_type_is_incompatible_as_from_protobuf_fails_it():
     double = RegistryDouble()
-    writer, classes = built(proto_file("w", {"Order": [("id", 1, FIELD.TYPE_STRING), ("amount", 2, FIELD.TYPE_STRING)]}))
+    writer, classes = built(proto_file("w", {"Order": [("id", 1, FIELD.TYPE_STRING),
+                                                       ("amount", 2, FIELD.TYPE_STRING)]}))
     reader, _ = built(proto_file("r", {"Order": [("id", 1, FIELD.TYPE_STRING), ("amount", 2, FIELD.TYPE_INT64)]}))
     writer_id, reader_id = double.add_protobuf(writer), double.add_protobuf(reader)
     column = decode(double.options(PROTOBUF, reader_id),

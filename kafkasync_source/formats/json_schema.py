@@ -23,11 +23,16 @@ import json
 import re
 from typing import Any, Callable, Optional
 
-import msgspec
-
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
-from kafkasync_source.formats.decoded import INCOMPATIBLE, MALFORMED, NOT_FRAMED, UNKNOWN_SCHEMA, DecodedColumn, Undecodable
+from kafkasync_source.formats.decoded import (
+    INCOMPATIBLE,
+    MALFORMED,
+    NOT_FRAMED,
+    UNKNOWN_SCHEMA,
+    DecodedColumn,
+    Undecodable,
+)
 from kafkasync_source.formats.framing import HEADER_BYTES, NotFramed, schema_id
 from kafkasync_source.formats.json_values import NotAValue, document_converter
 from kafkasync_source.formats.registry import UnknownSchema, registry
