@@ -162,7 +162,7 @@ parity-venv: $(PARITY_STAMP)
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
 	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
-	  integration/test_format_kafka_parity.py -rs $(PYTEST_ARGS)
+	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py -rs $(PYTEST_ARGS)
 
 # The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
 # make parity's virtualenv (Spark's connector must match the running Spark; see parity).
