@@ -254,3 +254,33 @@ def test_an_unset_proto3_time_is_no_time_and_a_set_one_is_read_by_number():
     assert (by_field(record(payload)), at(record(payload))) == (T0 * 1000 + 7, T0 * 1000 + 8)
     with pytest.raises(ValueError, match="Option 'eventTime.field' 'ts_ms': shop.Order has no field 'ts_ms'"):
         options.time_reader("ts_ms", "epochMillis")
+
+
+def test_proto2_required_defaults_and_closed_enums_as_from_protobuf():
+    """proto2: a ``required`` field is not nullable (SchemaConverters); an absent field with an
+    explicit default reads the default (``hasDefaultValue``); a closed enum keeps a number it
+    does not define among the unknown fields, which ``from_protobuf`` fails at the top level
+    (a known field's number there) and leaves null below it."""
+    double = RegistryDouble()
+    proto = proto_file("p2", {"Inner": [("kind", 1, FIELD.TYPE_ENUM, ".shop.Kind")],
+                              "Row": [("id", 1, FIELD.TYPE_STRING, None, FIELD.LABEL_REQUIRED),
+                                      ("qty", 2, FIELD.TYPE_INT32), ("kind", 3, FIELD.TYPE_ENUM, ".shop.Kind"),
+                                      ("inner", 4, FIELD.TYPE_MESSAGE, ".shop.Inner")]},
+                       syntax="proto2", enums={"Kind": [("A", 1), ("B", 2)]})
+    proto.message_type[1].field[1].default_value = "7"
+    file, classes = built(proto)
+    schema_id = double.add_protobuf(file)
+    options = double.options(PROTOBUF, schema_id, record_name="shop.Row")
+    assert [(f.name, f.nullable) for f in options.spark_type().fields] == [
+        ("id", False), ("qty", True), ("kind", True), ("inner", True)]
+    unknown_kind = b"\x18\x09"  # field 3 (kind), varint 9: a number Kind lacks
+    nested_unknown = b"\x22\x02\x08\x09"  # inner { kind: 9 }
+    body = classes["Row"](id="r").SerializeToString()
+    column = decode(options, [framed(schema_id, body + suffix, b"\x02\x02")
+                              for suffix in (b"", nested_unknown, unknown_kind)])
+    assert column.values.to_pylist()[:2] == [{"id": "r", "qty": 7, "kind": None, "inner": None},
+                                             {"id": "r", "qty": 7, "kind": None, "inner": {"kind": None}}]
+    assert [(u.row, u.kind) for u in column.undecodable] == [(2, decoded.INCOMPATIBLE)]
+    missing = decode(options, [framed(schema_id, b"\x10\x01", b"\x02\x02")])  # no id: required
+    assert [(u.kind, "Row" in u.reason or "id" in u.reason) for u in missing.undecodable] == [
+        (decoded.MALFORMED, True)]
