@@ -106,8 +106,8 @@ def test_avro_evolving_writers_decode_as_from_avro_with_the_reader_as_avro_schem
 
     spark = format_kafka
     topic = f"kafkasync-it-parity-avro-{uuid.uuid4().hex[:8]}"
-    evolution = evolving_topic(KafkaBroker(bootstrap_servers), schema_registry_url, topic, per_version=3,
-                               start_ms=T0)
+    with KafkaBroker(bootstrap_servers) as broker:
+        evolution = evolving_topic(broker, schema_registry_url, topic, per_version=3, start_ms=T0)
     reader = envelope_schema(VALUE_VERSIONS[-1])
     ours = kafkasync_read(spark, bootstrap_servers, topic, schema_registry_url, "avro-confluent")
     theirs: dict[int, Any] = {}
@@ -127,6 +127,80 @@ def test_avro_evolving_writers_decode_as_from_avro_with_the_reader_as_avro_schem
           f"{'equals' if ours_type == spark_type else 'differs from'} from_avro's; {len(found)} values differ")
     assert ours_type == spark_type, f"kafkasync {ours_type.simpleString()} != from_avro {spark_type.simpleString()}"
     assert found == []
+
+
+CARD = {"type": "record", "name": "Card", "fields": [{"name": "number", "type": "string"}]}
+IBAN = {"type": "record", "name": "Iban", "fields": [{"name": "iban", "type": "string"}]}
+AVRO_CASES = {
+    # issue 61 item 3: a union's branch is the one written, whatever Python type a value has
+    "unions": ({"type": "record", "name": "Pay", "fields": [
+        {"name": "id", "type": "long"}, {"name": "pay", "type": ["null", CARD, IBAN]},
+        {"name": "n", "type": ["int", "long", "string"]},
+        {"name": "d", "type": ["null", "float", "double", "string"]}]},
+        None,
+        [{"id": 1, "pay": ("Iban", {"iban": "DE00"}), "n": ("long", 2**40), "d": ("double", 0.1)},
+         {"id": 2, "pay": ("Card", {"number": "4111"}), "n": ("int", 5), "d": ("float", 2.5)},
+         {"id": 3, "pay": None, "n": ("string", "x"), "d": ("string", "s")}]),
+    # items 2 and the defaults: a logical type added by the reader, defaults of logical and bytes types
+    "evolved": ({"type": "record", "name": "Evt", "fields": [{"name": "id", "type": "long"},
+                                                             {"name": "ts", "type": "long"}]},
+                {"type": "record", "name": "Evt", "fields": [
+                    {"name": "id", "type": "long"},
+                    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                    {"name": "note", "type": "string", "default": "n/a"},
+                    {"name": "since", "type": {"type": "long", "logicalType": "timestamp-millis"},
+                     "default": 1_700_000_000_000},
+                    {"name": "raw", "type": "bytes", "default": "\u00ffA"},
+                    {"name": "tags", "type": {"type": "array", "items": "string"}, "default": ["a"]}]},
+                [{"id": 1, "ts": 1_700_000_000_123}, {"id": 2, "ts": 0}]),
+}
+"""Generated-by-hand evolutions the outside differential of issue 61 found wrong: (writer schema,
+reader schema registered after it as the subject's latest, or None: the writer is the reader;
+records, unions as (branch name, value) tuples, as fastavro writes a named branch)."""
+
+
+AVRO_REWRITE = pytest.mark.xfail(reason="issue 61 items 2 and 3: the Avro decoder before its rewrite reads a reader's "
+                                         "timestamp-millis over a writer's long as micros, converts no reader "
+                                         "default, and fails a long in [int, long, string]; drop this mark when "
+                                         "the rewrite lands", strict=False)
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=AVRO_REWRITE) for case in sorted(AVRO_CASES)])
+def test_avro_unions_and_evolutions_decode_as_from_avro(format_kafka, bootstrap_servers, schema_registry_url,  # noqa: F811
+                                                        topic_factory, case):
+    if not has_spark_avro(format_kafka):
+        skip_without_connector("Spark's from_avro (org.apache.spark:spark-avro_2.13) is not on the classpath: "
+                               + ("; ".join(SPARK_CONNECTOR_PROBLEM) or "see kafkasync_dev/testing/spark.py"))
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from kafkasync_dev.testing.debezium import avro_serializer
+
+    spark = format_kafka
+    writer, reader, records = AVRO_CASES[case]
+    topic = topic_factory(1)
+    encode = avro_serializer(schema_registry_url, json.dumps(writer))
+    written = [encode(value, topic) for value in records]
+    if reader is not None:
+        SchemaRegistryClient({"url": schema_registry_url}).register_schema(f"{topic}-value",
+                                                                           Schema(json.dumps(reader), "AVRO"))
+    with KafkaBroker(bootstrap_servers) as broker:
+        broker.produce(topic, [Record(0, T0 + i, None, value) for i, value in enumerate(written)])
+    frame = raw(spark, bootstrap_servers, topic).select(
+        "offset", from_avro(F.expr("substring(value, 6)"), json.dumps(writer),
+                            {"avroSchema": json.dumps(reader or writer)}).alias("v"))
+    ours = kafkasync_read(spark, bootstrap_servers, topic, schema_registry_url, "avro-confluent")
+    theirs = by_offset(frame)
+    try:
+        found = differences(by_offset(ours), theirs)
+    except Exception as err:  # noqa: BLE001 - a query that fails is a difference too; say which
+        found = [f"kafkasync's read failed: {str(err)[-800:]}"]
+    ours_type, spark_type = ours.schema["valueDecoded"].dataType, frame.schema["v"].dataType
+    print(f"\nAvro {case}: kafkasync's type {'equals' if ours_type == spark_type else 'differs from'} from_avro's"
+          f" ({ours_type.simpleString()} / {spark_type.simpleString()}); {len(found)} of {len(theirs)} values differ"
+          + "".join(f"\n  {d}" for d in found))
+    assert ours_type == spark_type and found == []
 
 
 # --- JSON Schema ----------------------------------------------------------------------------------
@@ -151,6 +225,8 @@ UNVALIDATED = [  # as a producer without schema validation writes them, framed b
     b' "flags": {"x": 1}, "price": {"amount": "cheap", "currency": "EUR"}}',
     b'{"id": "o4", "qty": 1.0, "amount": "-INF", "code": [1, 2], "payment": {"iban" : "X",  "n": null}}',
     b'{"id":"o5","qty":123456789012345678901234567890,"amount":1e400,"price":{"amount":{"v":1}}}',
+    b'{"id": "o6", "code": 1.50, "payment": {"a": [1e2, 0.0001, -0.0, 12345678.9, -0], "s": "x\\u0001\\ud83d'
+    b'\\ude00/\\"\\t"}, "tags": [true, null, 1e400]}',
 ]
 
 
@@ -170,13 +246,14 @@ def test_json_schema_values_decode_as_from_json_with_the_derived_type(
     written = [serializer(document, SerializationContext(topic, MessageField.VALUE)) for document in VALID]
     header = written[0][:5]
     written += [header + body for body in UNVALIDATED]
-    KafkaBroker(bootstrap_servers).produce(topic, [Record(0, T0 + i, None, value) for i, value in enumerate(written)])
+    with KafkaBroker(bootstrap_servers) as broker:
+        broker.produce(topic, [Record(0, T0 + i, None, value) for i, value in enumerate(written)])
     ours = kafkasync_read(spark, bootstrap_servers, topic, schema_registry_url, "json-schema-confluent")
     derived = ours.schema["valueDecoded"].dataType
     frame = raw(spark, bootstrap_servers, topic).select(
         "offset", F.from_json(F.expr("cast(substring(value, 6) as string)"), derived).alias("v"))
-    confs = ("spark.sql.json.enablePartialResults", "spark.sql.json.exactStringParsing.enabled")
-    print(f"\nJSON Schema, Spark {spark.version}: " + ", ".join(f"{c}={spark.conf.get(c, None)}" for c in confs))
+    partial = spark.sql("SET spark.sql.json.enablePartialResults").collect()[0].value
+    print(f"\nJSON Schema, Spark {spark.version}: spark.sql.json.enablePartialResults={partial}")
     theirs = by_offset(frame)
     found = differences(by_offset(ours), theirs)
     print(f"JSON Schema, {len(theirs)} records: {len(found)} values differ" + "".join(f"\n  {d}" for d in found))
@@ -197,10 +274,10 @@ def parity_order_file() -> Any:
         dependency=["google/protobuf/timestamp.proto", "google/protobuf/duration.proto"])
     proto.enum_type.add(name="Kind").value.add(name="NONE", number=0)
     proto.enum_type[0].value.add(name="RETAIL", number=1)
+    order = proto.message_type.add(name="Order")  # first: its message indexes are [0], one byte
     line = proto.message_type.add(name="Line")
     line.field.add(name="sku", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
     line.field.add(name="qty", number=2, type=field.TYPE_SINT32, label=field.LABEL_OPTIONAL)
-    order = proto.message_type.add(name="Order")
     entry = order.nested_type.add(name="AttrsEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
@@ -266,7 +343,8 @@ def test_protobuf_values_decode_as_from_protobuf(format_kafka, bootstrap_servers
     context = SerializationContext(topic, MessageField.VALUE)
     written = [serializer(message, context) for message in (first, second, Order())]
     assert all(value[5] == 0 for value in written)  # message indexes [0]: one byte
-    KafkaBroker(bootstrap_servers).produce(topic, [Record(0, T0 + i, None, value) for i, value in enumerate(written)])
+    with KafkaBroker(bootstrap_servers) as broker:
+        broker.produce(topic, [Record(0, T0 + i, None, value) for i, value in enumerate(written)])
     files = descriptor_pb2.FileDescriptorSet()
     for known in (timestamp_pb2, duration_pb2):
         files.file.add().ParseFromString(known.DESCRIPTOR.serialized_pb)

@@ -102,7 +102,9 @@ def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
                       "newest PySpark whose connector is served")
 
 
-SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.functions"
+SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.AvroDataToCatalyst"
+"""``from_avro``'s expression, in spark-avro. Not ``org.apache.spark.sql.avro.functions``: Spark 4
+keeps that in spark-sql-api, on the classpath whether spark-avro is or not (PySpark 4.2.0's jars)."""
 
 
 def has_spark_avro(spark) -> bool:
@@ -125,7 +127,8 @@ def spark_avro_jars() -> tuple[Optional[str], Optional[str]]:
                       f"({str(exc).splitlines()[0][:200]})")
 
 
-SPARK_PROTOBUF_FUNCTIONS = "org.apache.spark.sql.protobuf.functions"
+SPARK_PROTOBUF_FUNCTIONS = "org.apache.spark.sql.protobuf.ProtobufDataToCatalyst"
+"""``from_protobuf``'s expression, in spark-protobuf (its ``functions`` is in spark-sql-api)."""
 
 
 def has_spark_protobuf(spark) -> bool:

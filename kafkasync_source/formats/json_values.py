@@ -2,15 +2,20 @@
 
 The rules are Spark's ``JacksonParser`` (``sql/catalyst/.../json/JacksonParser.scala``,
 ``makeConverter``, ``convertObject``, ``convertArray``, ``convertMap``) with its defaults
-(``spark.sql.json.enablePartialResults`` and ``spark.sql.json.exactStringParsing.enabled`` on,
-``allowNonNumericNumbers`` on), for the types formats/json_schema.py derives:
+(``spark.sql.json.enablePartialResults`` on, ``allowNonNumericNumbers`` on), for the types
+formats/json_schema.py derives:
 
 * JSON ``null`` is null for every type.
 * ``LongType``: an integer literal (no ``.``, ``e``, ``E``) within a long; ``DoubleType``: any
   number, or the strings ``NaN``, ``Infinity``, ``+Infinity``, ``+INF``, ``-Infinity``, ``-INF``;
   ``BooleanType``: ``true``/``false``. Anything else does not fit.
-* ``StringType``: a string's text; any other value its exact text in the document
-  (``exactStringParsing``: the bytes from the value's first to its last character).
+* ``StringType``: a string's text; any other value as Jackson writes it back
+  (``JsonGenerator.copyCurrentStructure``, measured with Spark 4.2.0's ``from_json``): no
+  whitespace, integers as written, other numbers as Java's ``Double.toString`` prints them
+  (``100.0``, ``1.0E-4``), infinities quoted (``"Infinity"``), strings escaped as Jackson's
+  ``UTF8JsonGenerator`` does (a quote, a backslash, a newline and the like with a backslash,
+  other control characters and characters beyond U+FFFF as ``u`` escapes with capital hex
+  digits, ``/`` and other text as it is).
 * A struct: an object; fields it does not name are skipped, a field that does not fit is null
   and the others keep their values (a partial result, which PERMISSIVE keeps).
 * An array: an array whose every element fits (an element that is a partial struct is kept);
@@ -21,13 +26,14 @@ The rules are Spark's ``JacksonParser`` (``sql/catalyst/.../json/JacksonParser.s
   (formats/decoded.py) instead.
 
 JSON is parsed by msgspec, one level at a time: each value's text is kept raw
-(``msgspec.Raw``) until its type is known, so a string column gets the exact text and a value
-that does not fit costs only its own field.
+(``msgspec.Raw``) until its type is known, so a value that does not fit costs only its own field.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from decimal import Decimal
 from typing import Any, Callable
 
 import msgspec
@@ -157,9 +163,68 @@ def _boolean(raw: Any) -> bool:
 
 def _string(raw: Any) -> str:
     text = bytes(raw)
-    value = _TEXT.decode(text) if text[:1] == b'"' else text.decode("utf-8")
+    if text[:1] != b'"':
+        return _jackson(json.loads(text))
+    value = _TEXT.decode(text)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate escape: Java's getBytes writes '?' for it
         value = value.encode("utf-8", "replace").decode("utf-8")
     return value
+
+
+def _jackson(value: Any) -> str:
+    """A JSON value as Jackson's generator writes it back (see the module)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, str):
+        return _jackson_text(value)
+    if isinstance(value, list):
+        return "[" + ",".join(map(_jackson, value)) + "]"
+    return "{" + ",".join(f"{_jackson_text(key)}:{_jackson(item)}" for key, item in value.items()) + "}"
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _jackson_text(text: str) -> str:
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 0x20:
+            out.append(f"\\u{code:04X}")
+        elif code > 0xFFFF:  # written as its UTF-16 surrogates, escaped
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _java_double(number: float) -> str:
+    """Java's ``Double.toString`` from the shortest digits that read back as ``number``; a value
+    that is not finite quoted, as Jackson writes it (``QUOTE_NON_NUMERIC_NUMBERS``)."""
+    if math.isnan(number):
+        return '"NaN"'
+    if math.isinf(number):
+        return '"Infinity"' if number > 0 else '"-Infinity"'
+    if number == 0:
+        return "-0.0" if math.copysign(1.0, number) < 0 else "0.0"
+    sign = "-" if number < 0 else ""
+    shortest = Decimal(repr(abs(number)))
+    if 1e-3 <= abs(number) < 1e7:
+        plain = format(shortest, "f")
+        return sign + (plain if "." in plain else plain + ".0")
+    digits = "".join(map(str, shortest.normalize().as_tuple().digits))
+    exponent = shortest.adjusted()
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
