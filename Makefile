@@ -123,7 +123,9 @@ integration: venv
 
 # format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven
 # Central serves none for some releases (4.3.0), so this runs in a virtualenv of the newest
-# PySpark whose connector is served, on a broker from Maven Central.
+# PySpark whose connector is served, on a broker from Maven Central. With it, kafkasync's decoded
+# columns beside from_avro, from_json and from_protobuf (spark-avro and spark-protobuf at the same
+# version; the Protobuf comparison is skipped, saying so, where spark-protobuf cannot be had).
 PARITY_PYSPARK ?= 4.2.0
 PARITY_VENV    := .venv-pyspark$(PARITY_PYSPARK)
 PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-test.stamp
