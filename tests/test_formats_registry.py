@@ -417,3 +417,55 @@ def test_a_reference_the_registry_cannot_give_fails_naming_the_schema_id_subject
         known.schema(12)
     expected = f"kafkasync: schema id 12 references subject 'shop.Row' version 3, {why.format(url=url)}"
     assert str(raised.value) == expected  # the URL without its credentials
+
+
+# -- Protobuf against the real registry, without Spark ------------------------------------------
+
+def test_protobuf_from_the_real_registry_is_read_with_the_named_reader_message_by_field_number(
+        schema_registry_url, unique_topic):
+    """Written by confluent-kafka's ``ProtobufSerializer`` through Apicurio (the file as the
+    registry keeps it, ``timestamp.proto`` a known type): the reader file defines ``Audit`` before
+    ``Order``, so ``value.record.name`` is needed; an ``Order`` decodes, its uint64 2^64-1 as -1 as
+    ``from_protobuf`` gives it; an ``Audit`` of the same file is another message (incompatible); the
+    deprecated framing's index is not framed; ``ts_ms`` left 0 is no time."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf.message_factory import GetMessageClass
+    from pyspark.sql import types as PT
+
+    from kafkasync_dev.testing.debezium import SERIALIZER_CONF, order_message_class
+    from kafkasync_source.event_time.formats import InvalidTime
+    from kafkasync_source.formats import decoded
+    from kafkasync_source.formats.options import PROTOBUF, FormatOptions
+    from kafkasync_source.spark.schema import arrow_schema
+
+    topic = unique_topic()
+    package = f"kafkasync.{avro_name(topic)}"
+    order_class = order_message_class(package, after="Audit")
+    audit_class = GetMessageClass(order_class.DESCRIPTOR.file.pool.FindMessageTypeByName(f"{package}.Audit"))
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    order = order_class(id="o1", amount=2.5, ts_ms=T)
+    order.updated_at.FromMilliseconds(T)
+    written = [ProtobufSerializer(order_class, client, {"use.deprecated.format": False, **SERIALIZER_CONF})(m, context)
+               for m in (order, order_class(id="o2"))]
+    written.append(ProtobufSerializer(audit_class, client, {"use.deprecated.format": False, **SERIALIZER_CONF})(
+        audit_class(note="n"), context))
+    assert [w[5:7] for w in written[:2]] == [b"\x02\x02"] * 2 and written[2][5] == 0  # indexes [1], [1], [0]
+    written.append(written[0][:5] + b"\x01" + written[0][7:])  # a count of -1: the deprecated framing
+    reader_id = client.get_latest_version(f"{topic}-value").schema_id
+    settings = RegistrySettings(schema_registry_url)
+    options = FormatOptions(PROTOBUF, settings, "value", f"{topic}-value", reader_id, True, f"{package}.Order")
+    with pytest.raises(ValueError, match="Option 'value.record.name' is needed: .* 2 top-level messages"):
+        FormatOptions(PROTOBUF, settings, "value", f"{topic}-value", reader_id, True, None).spark_type()
+    arrow_type = arrow_schema(PT.StructType([PT.StructField("v", options.spark_type())])).field("v").type
+    records = [Message(topic=topic, partition=0, offset=i, value=v, timestamp=(1, T)) for i, v in enumerate(written)]
+    column = options.column_decoder(arrow_type)(records)
+    rows = column.values.to_pylist()
+    assert (rows[0]["id"], rows[0]["amount"], rows[0]["ts_ms"]) == ("o1", 2.5, T)
+    assert rows[1] == {"id": "o2", "customer": None, "amount": None, "updated_at": None, "ts_ms": None}
+    assert [(u.row, u.kind) for u in column.undecodable] == [(2, decoded.INCOMPATIBLE), (3, decoded.NOT_FRAMED)]
+    read = options.time_reader("ts_ms", "epochMillis")
+    assert read(records[0]) == T
+    with pytest.raises(InvalidTime, match="ts_ms is not set"):
+        read(records[1])
