@@ -43,7 +43,7 @@ from kafkasync_source.event_time.options import (
     USE_PARTITION_TIME,
     EventTimeOptions,
 )
-from kafkasync_source.formats.options import FormatOptions
+from kafkasync_source.formats.options import FormatOptions, ReaderPin
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ AUTOSTOP_DURABLE = "durable"
 DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_NO_PINS: Mapping[str, ReaderPin] = {}
 
 
 @dataclass(frozen=True)
@@ -229,11 +230,14 @@ class RateLimitOptions:
     max_event_time_per_trigger_ms: Optional[int] = None
 
 
-def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> SourceOptions:
+def parse_options(options: Mapping[str, str], *, streaming: Optional[bool],
+                  reader_pins: Mapping[str, ReaderPin] = _NO_PINS) -> SourceOptions:
     """Validate Spark's option map. Raises :class:`KafkaSyncOptionError` naming the option.
 
     ``streaming=None`` skips the checks that depend on the read mode: ``DataSource.schema()``
-    runs for batch and streaming reads alike and cannot tell which one it serves."""
+    runs for batch and streaming reads alike and cannot tell which one it serves.
+    ``reader_pins``: by part (``value``, ``key``), the reader schemas pinned when the query was
+    loaded (spark/schema.py carries them); a part without one is pinned now."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = client_config_from(lowered)
     commit_group_id = client_config.get("group.id")
@@ -277,7 +281,8 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     planning_mode = _planning_mode(lowered)
     subscription = _subscription(lowered)
     topics = _topics(subscription)
-    value_format = format_options(lowered, topics, part="value", needs_reader="eventtime.field" in lowered)
+    value_format = format_options(lowered, topics, part="value", needs_reader="eventtime.field" in lowered,
+                                  carried=reader_pins.get("value"))
     return SourceOptions(
         subscription=subscription,
         client_config=client_config,
@@ -326,7 +331,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         planning_mode=planning_mode,
         event_time=_event_time(lowered, planning_mode, value_format),
         value_format=value_format,
-        key_format=format_options(lowered, topics, part="key", needs_reader=False),
+        key_format=format_options(lowered, topics, part="key", needs_reader=False, carried=reader_pins.get("key")),
     )
 
 
