@@ -22,6 +22,7 @@ import msgspec
 
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
+from kafkasync_source.formats.decoded import DecodedColumn, invalid_row
 from kafkasync_source.formats.framing import HEADER_BYTES, schema_id
 from kafkasync_source.formats.registry import registry
 
@@ -126,18 +127,24 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
 
     decode = msgspec.json.decode
 
-    def row(record: Any) -> Any:
+    def column(records: list) -> DecodedColumn:
+        rows = []
+        undecodable = []
+        for row, record in enumerate(records):
+            payload = options.payload(record)
+            try:
+                rows.append(None if payload is None else decode(_known_body(options, payload)))
+            except InvalidTime as why:  # not framed, an unknown id, another schema type
+                rows.append(None)
+                undecodable.append(invalid_row(row, payload, why))
+            except msgspec.DecodeError as why:
+                rows.append(None)
+                undecodable.append(invalid_row(row, payload, InvalidTime(f"not JSON: {why}")))
         try:
-            return decode(_known_body(options, options.payload(record)))
-        except Exception:  # noqa: BLE001 - not framed, unknown id, not JSON: a null decoded value
-            return None
-
-    def column(records: list) -> Any:
-        rows = [row(record) for record in records]
-        try:
-            return pa.array(rows, type=arrow_type)
+            values = pa.array(rows, type=arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            return pa.array([_fits(value, arrow_type) for value in rows], type=arrow_type)
+            values = pa.array([_fits(value, arrow_type) for value in rows], type=arrow_type)
+        return DecodedColumn(values, tuple(undecodable))
     return column
 
 

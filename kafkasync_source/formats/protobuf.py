@@ -31,6 +31,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from kafkasync_source.event_time.formats import InvalidTime, checked, converter
+from kafkasync_source.formats.decoded import DecodedColumn, invalid_row
 from kafkasync_source.formats.framing import protobuf_indexes, schema_id
 from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
@@ -259,13 +260,15 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
     messages = _messages(options)
     reader = _reader_descriptor(options)
 
-    def row(record: Any) -> Optional[dict]:
-        try:
-            message = messages.message(options.payload(record))
-        except InvalidTime:
-            return None
-        return _python(message, reader)
-
-    def column(records: list) -> Any:
-        return pa.array([row(record) for record in records], type=arrow_type)
+    def column(records: list) -> DecodedColumn:
+        values: list[Optional[dict]] = []
+        undecodable = []
+        for row, record in enumerate(records):
+            payload = options.payload(record)
+            try:
+                values.append(None if payload is None else _python(messages.message(payload), reader))
+            except InvalidTime as why:  # not framed, an unknown id, bad message indexes
+                values.append(None)
+                undecodable.append(invalid_row(row, payload, why))
+        return DecodedColumn(pa.array(values, type=arrow_type), tuple(undecodable))
     return column
