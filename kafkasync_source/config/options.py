@@ -159,6 +159,11 @@ class SourceOptions:
         return tuple(f for f in (self.key_format, self.value_format) if f is not None and f.decode)
 
     @property
+    def reader_pins(self) -> dict[str, ReaderPin]:
+        """By part (``value``, ``key``), the reader schema its records are decoded with, where one is pinned."""
+        return {f.part: f.pin for f in (self.key_format, self.value_format) if f is not None and f.pin is not None}
+
+    @property
     def tracks_partition_time(self) -> bool:
         """Whether executors follow each partition's time through its range: for the
         ``partitionTime`` column, for records that take it as their event time, or to check
