@@ -218,6 +218,15 @@ class Registry:
             self._warn_if_foreign(schema_id)
             return standalone
 
+    def holds(self, schema_id: int) -> Optional[bool]:
+        """Whether the registry has the id now (asked, never from this process's cache: a schema
+        fetched before may have been deleted since); None if it cannot be asked."""
+        try:
+            self._client.get_schema(schema_id)
+        except Exception as err:  # noqa: BLE001 - sorted below
+            return False if getattr(err, "http_status_code", None) == 404 else None
+        return True
+
     def reading(self, subject: str) -> None:
         """Records are read as a version of ``subject`` in this process: a writer id met later
         that is no version of it (nor of another subject read) is warned about once."""

@@ -23,7 +23,7 @@ from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.event_time import time_source
 from kafkasync_source.formats.options import FormatOptions, ReaderPin
-from kafkasync_source.formats.registry import UnknownSchema, registry
+from kafkasync_source.formats.registry import registry
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
@@ -241,12 +241,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
 
 
 def _gone(format_options: FormatOptions, recorded: ReaderPin) -> str:
-    """`` (no longer in the registry at URL)`` where the registry answers it has no such id."""
-    try:
-        registry(format_options.registry).schema(recorded.schema_id)
-    except UnknownSchema:
-        url = format_options.registry.display_url
-        return f" (schema id {recorded.schema_id} is no longer in the registry at {url})"
-    except Exception:  # noqa: BLE001 - the registry cannot say now: the message goes without it
+    """`` (... no longer in the registry at URL)`` where the registry answers it has no such id."""
+    if registry(format_options.registry).holds(recorded.schema_id) is not False:
         return ""
-    return ""
+    return f" (schema id {recorded.schema_id} is no longer in the registry at {format_options.registry.display_url})"
