@@ -129,6 +129,7 @@ def test_a_restart_whose_recorded_reader_is_gone_from_the_registry_names_it(scen
     v1 = double.register_schema("orders-value", avro_schema(V1))
     checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
     double.register_schema("orders-value", avro_schema(V2))
+    double.delete_version("orders-value", 1)
     double.delete_version("orders-value", 1, permanent=True)
     reader = KafkaSyncDataSource(options).streamReader(through_the_jvm(KafkaSyncDataSource(options).schema()))
     with pytest.raises(KafkaSyncOptionError, match=rf"version 1 \(schema id {v1}\) \(schema id {v1} is no longer in "

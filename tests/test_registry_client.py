@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 
 import pytest
 from confluent_kafka.schema_registry import SchemaReference
@@ -243,3 +244,67 @@ def test_the_decode_mode_is_failfast_unless_permissive_is_asked_for(double, cloc
         assert parse_options(BASE, streaming=True).value_format.decode_mode == "FAILFAST"
         permissive = parse_options({**BASE, "value.decode.mode": "permissive"}, streaming=True).value_format
         assert (permissive.decode_mode, permissive.error_column) == ("PERMISSIVE", True)
+
+
+# -- the double answers as Apicurio does -------------------------------------------------------------
+
+def answers(client, subject: str) -> list:
+    """What a client answers, call by call, for one scene: two versions registered, a look-up of
+    each kind that kafkasync makes, a soft delete, a permanent delete. An error is kept as
+    confluent-kafka raises it: (HTTP status, registry error code, message)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    def ask(call):
+        try:
+            found = call()
+        except SchemaRegistryError as error:
+            return ("error", error.http_status_code, error.error_code, error.error_message)
+        if isinstance(found, list):
+            return sorted((v.subject, v.version) for v in found)
+        if hasattr(found, "schema_id"):
+            return (found.subject, found.version, found.schema_id == ids[found.version - 1])
+        return json.loads(found.schema_str)["fields"][-1]["name"]
+
+    ids = [client.register_schema(subject, avro_schema(V1)), client.register_schema(subject, avro_schema(V2))]
+    unknown = 2_000_000_000
+    seen = [ask(lambda: client.get_schema(ids[0])), ask(lambda: client.get_schema(unknown)),
+            ask(lambda: client.get_schema_versions(ids[1])), ask(lambda: client.get_schema_versions(unknown)),
+            ask(lambda: client.get_version(subject, "latest")), ask(lambda: client.get_version(subject, 1)),
+            ask(lambda: client.get_version(subject, 7)), ask(lambda: client.get_version(f"{subject}-none", "latest"))]
+    client.delete_version(subject, 1)
+    seen += [ask(lambda: client.get_version(subject, 1)), ask(lambda: client.get_schema(ids[0])),
+             ask(lambda: client.get_schema_versions(ids[0])), ask(lambda: client.get_version(subject, "latest"))]
+    client.delete_version(subject, 1, permanent=True)
+    fresh = type(client)({"url": client._rest_client.base_urls[0]}) if hasattr(client, "_rest_client") else client
+    seen += [ask(lambda: fresh.get_schema(ids[0])), ask(lambda: fresh.get_schema_versions(ids[0]))]
+    return [answer if not (isinstance(answer, tuple) and answer[0] == "error")
+            else (*answer[:3], answer[3].replace(str(unknown), "N").replace(subject, "S")) for answer in seen]
+
+
+def test_the_double_answers_every_call_kafkasync_makes_as_apicurio_does(schema_registry_url):
+    """Each answer the double gives (values, and errors as confluent-kafka's client raises them:
+    HTTP status, error code, message) is Apicurio 3.3.3's for the same calls; Confluent's registry
+    gives the same codes (40401 subject, 40402 version, 40403 schema)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    subject = f"double-{uuid.uuid4().hex}-value"
+    real = answers(SchemaRegistryClient({"url": schema_registry_url}), subject)
+    assert answers(RegistryDouble(), subject) == real
+    assert ("error", 404, 40403, "Schema N not found.") in real and ("error", 404, 40402, "Version 7 not found.") in real
+    assert ("error", 404, 40401, "Subject 'S-none' not found.") in real
+
+
+def test_the_double_down_raises_what_the_client_raises_for_a_registry_that_does_not_answer():
+    """confluent-kafka's client against a port nobody listens on, with no retries: the transport's
+    ConnectError (``send_http_request`` re-raises ``httpx.TransportError``), as the double's ``down``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    real = SchemaRegistryClient({"url": "http://127.0.0.1:1", "max.retries": 0, "timeout": 5})
+    double = RegistryDouble()
+    double.down = True
+    raised = []
+    for client in (real, double):
+        with pytest.raises(Exception) as failure:
+            client.get_schema(1)
+        raised.append(type(failure.value))
+    assert raised[0] is raised[1] and raised[0].__name__ == "ConnectError"

@@ -178,6 +178,7 @@ def test_nothing_the_reader_schema_pin_or_the_decode_mode_shows_holds_the_regist
                                     .read_as(reader._read_as).to_json()))
         double.register_schema("orders-value", avro_schema(json.dumps({**order, "fields": [
             *order["fields"], {"name": "note", "type": "string", "default": ""}]})))
+        double.delete_version("orders-value", 1)
         double.delete_version("orders-value", 1, permanent=True)
         restarted = KafkaSyncDataSource(options).streamReader(_parse_datatype_json_string(
             KafkaSyncDataSource(options).schema().json()))

@@ -18,8 +18,9 @@ What it mimics, and where that comes from:
   found."; ``GET /schemas/ids/{id}/versions`` lists the subject versions that hold the id (a
   soft-deleted version no longer), 404/40403 for an unknown id.
 * A soft-deleted version (``delete_version``) is gone from its subject (``get_version`` answers
-  40402, ``latest`` moves back) while its id still answers ``GET /schemas/ids/{id}``; a permanent
-  delete (``permanent=True``) makes the id unknown too, as both registries do.
+  40402, ``latest`` moves back, ``/schemas/ids/{id}/versions`` no longer lists it) while its id
+  still answers ``GET /schemas/ids/{id}``; a permanent delete after it (``permanent=True``) makes
+  the id unknown too, as both registries do.
 
 Switches a real registry cannot be asked for on cue:
 
@@ -56,6 +57,8 @@ class RegistryDouble:
         self._schemas: dict[int, Schema] = {}
         self._versions: dict[str, dict[int, int]] = {}
         """Per subject, its live versions: version -> schema id."""
+        self._soft_deleted: dict[str, dict[int, int]] = {}
+        """Per subject, its soft-deleted versions: version -> schema id."""
         self._numbered: Counter[str] = Counter()
         """Per subject, the last version number given (deleted versions keep theirs)."""
         self._hidden: set[int] = set()
@@ -82,9 +85,20 @@ class RegistryDouble:
         return schema_id
 
     def delete_version(self, subject_name: str, version: int, permanent: bool = False) -> int:
-        schema_id = self._live_version(subject_name, version)
-        del self._versions[subject_name][version]
-        if permanent and not any(schema_id in held.values() for held in self._versions.values()):
+        """As both registries: a soft delete first (the version leaves its subject, its id still
+        answers), then ``permanent=True`` (the id is gone unless another version holds it). A
+        permanent delete of a live version is not modelled (Confluent's answer, 40405, was not
+        confirmed against Apicurio)."""
+        if not permanent:
+            schema_id = self._live_version(subject_name, version)
+            del self._versions[subject_name][version]
+            self._soft_deleted.setdefault(subject_name, {})[version] = schema_id
+            return version
+        if version not in self._soft_deleted.get(subject_name, {}):
+            raise NotImplementedError("the double deletes permanently a version soft-deleted before")
+        schema_id = self._soft_deleted[subject_name].pop(version)
+        held = [*self._versions.values(), *self._soft_deleted.values()]
+        if not any(schema_id in versions.values() for versions in held):
             del self._schemas[schema_id]
         return version
 
