@@ -190,7 +190,8 @@ class Registry:
                 return found
             failing = self._failing.get(key)
             if failing is not None and self._clock() - failing[0] < UNKNOWN_RETRY_S:
-                raise failing[1]
+                # A new exception each time: one raised again and again grows its traceback.
+                raise type(failing[1])(*failing[1].args) from None
             if failing is None and not self._unknown_answers.available():
                 raise UnknownSchema(
                     f"schema id {schema_id} was not asked of the registry at {self.settings.display_url}: it "
