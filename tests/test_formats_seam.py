@@ -102,8 +102,12 @@ def test_the_decoded_column_of_an_evolving_topic_with_strays_is_what_fastavro_gi
     expected_column = pa.array(expected, type=arrow_type)
 
     decode = value_format.column_decoder(arrow_type)
-    assert decode(records).to_pylist() == expected_column.to_pylist()
-    assert [decode([record]).to_pylist()[0] for record in records] == expected_column.to_pylist()
+    decoded = decode(records)
+    assert decoded.values.to_pylist() == expected_column.to_pylist()
+    # The tombstone is null, not undecodable; the stray JSON and the unknown id are named.
+    assert [(row.row, row.kind, row.schema_id) for row in decoded.undecodable] == [
+        (3, "not-framed", None), (4, "unknown-schema", 0x7ffffff0)]
+    assert [decode([record]).values.to_pylist()[0] for record in records] == expected_column.to_pylist()
     assert expected_column.null_count == 3 and len({v[1:5] for v in values if v and v[:1] == b"\x00"}) == 4
     decoder = _DECODERS[value_format]  # every writer schema compiled to a numpy decoder (avro_columns.py)
     assert all(decoder.columns(written.schema_id, arrow_type) is not None for written in evolution.records)

@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 from kafkasync_source.event_time.formats import MAX_TIME_MS, InvalidTime, checked, converter
 from kafkasync_source.event_time.options import EPOCH_MICROS, EPOCH_MILLIS, EPOCH_SECONDS, record_name
 from kafkasync_source.formats.avro_batch import NotInBatch, Program, framed, path_program
+from kafkasync_source.formats.decoded import NOT_FRAMED, UNKNOWN_SCHEMA, DecodedColumn, Undecodable
 from kafkasync_source.formats.framing import HEADER_BYTES, read_varint, schema_id
 from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
@@ -790,8 +791,9 @@ _DECODERS: dict[Any, _Decoder] = {}
 
 
 def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
-    """``records -> pyarrow array``: each record decoded with its writer schema into the reader
-    schema; null for a record that is not framed or whose id the registry does not know."""
+    """``records -> DecodedColumn``: each record decoded with its writer schema into the reader
+    schema; null, and named undecodable, for a record that is not framed or whose id the
+    registry does not know (a tombstone is null, not undecodable)."""
     import pyarrow as pa
 
     decoder = _DECODERS.get(options)
@@ -805,9 +807,12 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
 
         payloads = [payload_of(record) for record in records]
         rows = None  # the records' positions among payloads, where some are not framed
+        undecodable: list[Undecodable] = []
         batch = framed(payloads, HEADER_BYTES)
         if batch is None:  # a tombstone or a stray record among them: a null value each
             rows = [index for index, payload in enumerate(payloads) if _is_framed(payload)]
+            undecodable += [Undecodable(index, NOT_FRAMED, _not_framed(payload)) for index, payload
+                            in enumerate(payloads) if payload is not None and not _is_framed(payload)]
             batch = framed([payloads[index] for index in rows], HEADER_BYTES)
             assert batch is not None
         buf, starts, ends, ids = batch
@@ -820,7 +825,9 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
             which = np.arange(len(ids)) if len(schema_refs) == 1 else np.flatnonzero(ids == schema_ref)
             try:
                 piece = _run_values(decoder, schema_ref, buf, starts[which], ends[which], arrow_type, to_arrow)
-            except InvalidTime:  # the id is unknown or not Avro: null values
+            except InvalidTime as unknown:  # the id is unknown or not Avro: null values
+                undecodable += [Undecodable(int(row) if rows is None else rows[int(row)], UNKNOWN_SCHEMA, str(unknown),
+                                            schema_ref) for row in which]
                 continue
             except KafkaSyncFormatError as err:
                 first = int(which[0]) if rows is None else rows[int(which[0])]
@@ -828,17 +835,26 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
             where[which] = joined_rows + np.arange(len(which))
             joined_rows += len(which)
             pieces.append(piece)
+        named = tuple(sorted(undecodable, key=lambda row: row.row))
         if not pieces:
-            return pa.nulls(len(payloads), arrow_type)
+            return DecodedColumn(pa.nulls(len(payloads), arrow_type), named)
         joined = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         if rows is None and len(pieces) == 1 and joined_rows == len(payloads):  # one writer, all framed
-            return joined
+            return DecodedColumn(joined, named)
         if rows is not None:
             every = np.full(len(payloads), -1, dtype=np.int64)
             every[rows] = where
             where = every
-        return joined.take(pa.array(where, mask=where < 0))
+        return DecodedColumn(joined.take(pa.array(where, mask=where < 0)), named)
     return decode
+
+
+def _not_framed(payload: Any) -> str:
+    try:
+        schema_id(payload)
+    except InvalidTime as why:
+        return str(why)
+    return "framed"
 
 
 def _is_framed(payload: Any) -> bool:
