@@ -218,7 +218,7 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
             run_query(spark, listener, label="warm-up", bootstrap=bootstrap, topic=warmup.name,
                       expected_rows=warmup.records, options={"max.task.idle.ms": -1})
             # Context: the same batch shape from a Python source that does no Kafka work.
-            from benchmarks.ceiling import CeilingDataSource
+            from benchmarks.harness.floor_source import CeilingDataSource
 
             spark.dataSource.register(CeilingDataSource)
             ceiling_runs = []

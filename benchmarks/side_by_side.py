@@ -16,7 +16,7 @@ consumer defaults to read_uncommitted, librdkafka to read_committed).
    driver's JVM (in ``local[2]`` it runs the executors' JVM side too; format("kafka") plans in
    it), of the driver's Python process, and of Spark's Python streaming source runner, where
    kafkasync plans (:class:`SourceRunnerPeak`; none for format("kafka")).
-   Beside them, the same backlog's rows from :mod:`benchmarks.ceiling`, a Python streaming
+   Beside them, the same backlog's rows from :mod:`benchmarks.harness.floor_source`, a Python streaming
    source that does no Kafka work (one batch of ready-made Arrow batches, one input partition
    per Kafka partition): Spark's floor for any Python source on this machine, cold and warm.
 2. **Latency**: a live stream of 2,000 records/s over 8 partitions for 60 s, read by each
@@ -68,7 +68,7 @@ from kafkasync_source.spark.input_partitions import default_target_tasks
 SOURCES = ("kafka", "kafkasync")
 LABELS = {"kafka": 'format("kafka")', "kafkasync": "kafkasync"}
 FLOOR = "kafkasync-ceiling"
-"""``benchmarks.ceiling``'s source, read beside the two: what a Python source costs in Spark."""
+"""``benchmarks.harness.floor_source``'s source, read beside the two: what a Python source costs in Spark."""
 FLOOR_LABEL = "Python source floor, worker fixes"
 """The backlog's floor: :data:`TUNED_FLOOR`, the least a Python source that yields the same rows
 costs in Spark (without the fixes each task's worker spends about 50 ms collecting garbage)."""
@@ -241,7 +241,7 @@ def _backlog_reader(spark, source: str, bootstrap: str, topic: str, records: int
     """The backlog's read, capped at :data:`CAPPED_SHARE` of it a trigger: the Kafka sources with
     ``maxOffsetsPerTrigger``, a floor (no broker, no cap) in as many batches of the same tasks."""
     if source in (FLOOR, TUNED_FLOOR):
-        from benchmarks.ceiling import CeilingDataSource
+        from benchmarks.harness.floor_source import CeilingDataSource
 
         spark.dataSource.register(CeilingDataSource)
         batches = round(1 / CAPPED_SHARE) if capped else 1
@@ -306,7 +306,7 @@ def _live_reader(spark, source: str, bootstrap: str, topic: str):
         return (spark.readStream.format("rate").option("rowsPerSecond", RATE)
                 .option("numPartitions", default_target_tasks()))
     if source in (FLOOR, TUNED_FLOOR):
-        from benchmarks.ceiling import CeilingDataSource
+        from benchmarks.harness.floor_source import CeilingDataSource
 
         spark.dataSource.register(CeilingDataSource)
         return (spark.readStream.format(FLOOR).option("batches", 0).option("partitions", default_target_tasks())
@@ -314,7 +314,7 @@ def _live_reader(spark, source: str, bootstrap: str, topic: str):
                 .option("workerFixes", source == TUNED_FLOOR))
     name = source
     if source == "kafkasync":
-        from benchmarks.traced_kafkasync import TracedKafkaSync
+        from benchmarks.harness.traced_kafkasync import TracedKafkaSync
 
         spark.dataSource.register(TracedKafkaSync)
         name = TracedKafkaSync.name()
@@ -392,9 +392,9 @@ def child_latency(spark, source: str, bootstrap: str, topic: str, seconds: float
     """One source's live stream into ``foreachBatch``: time to first row, then ``seconds`` of
     steady batches (a Kafka source reads ``RATE`` records/s produced meanwhile; ``rate`` makes
     as many; the floor source always has a batch), per record its latency, per batch its phases,
-    per Python runner call and task its timing (:mod:`benchmarks.runner_trace`), and the CPU
+    per Python runner call and task its timing (:mod:`benchmarks.harness.runner_trace`), and the CPU
     each process used."""
-    from benchmarks.runner_trace import TRACE_ENV
+    from benchmarks.harness.runner_trace import TRACE_ENV
 
     arrivals, sink = arrival_sink()
     started = time.time() * 1000
@@ -618,10 +618,10 @@ def child_main(argv: list[str]) -> None:
     parser.add_argument("--value-bytes", type=int, default=VALUE_BYTES)
     parser.add_argument("--seconds", type=float, default=LIVE_SECONDS)
     parser.add_argument("--jars", required=True)
-    parser.add_argument("--trace", help="the file benchmarks.runner_trace appends to")
+    parser.add_argument("--trace", help="the file benchmarks.harness.runner_trace appends to")
     args = parser.parse_args(argv)
     if args.trace:
-        from benchmarks.runner_trace import TRACE_ENV
+        from benchmarks.harness.runner_trace import TRACE_ENV
 
         os.environ[TRACE_ENV] = args.trace  # before Spark starts: its Python processes inherit it
     event_log = tempfile.mkdtemp(prefix="kafkasync-events-") if args.what == "latency" else None

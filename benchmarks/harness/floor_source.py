@@ -10,7 +10,7 @@ batch shape on this machine: Spark's per-batch and per-task costs, Arrow transfe
 With ``batches=0`` it is a live stream instead: every trigger finds a new batch, as a Kafka
 topic written faster than batches run does, so its trigger durations are Spark's floor per batch
 for a Python source with that many tasks (``benchmarks.side_by_side``'s latency comparison).
-Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.runner_trace`);
+Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.harness.runner_trace`);
 ``workerFixes=true`` applies kafkasync's fixes for Spark's Python workers
 (:mod:`kafkasync_source.spark.python_worker`).
 """
@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from benchmarks.runner_trace import timed_method, traced_read
+from benchmarks.harness.runner_trace import timed_method, traced_read
 from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.spark.python_worker import landed_in_worker
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
