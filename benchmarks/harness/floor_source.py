@@ -26,6 +26,15 @@ from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.spark.python_worker import landed_in_worker
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
+FLOOR = "kafkasync-ceiling"
+"""The floor source's name: read beside the Kafka sources, what a Python source costs in Spark."""
+TUNED_FLOOR = "kafkasync-ceiling-tuned"
+"""The floor source with kafkasync's fixes for Spark's Python workers (``python_worker.py``):
+what a Python source that applies them costs, so that kafkasync's own cost per batch shows."""
+FLOOR_LABEL = "Python source floor, worker fixes"
+""":data:`TUNED_FLOOR` in the results: the least a Python source that yields the same rows costs
+in Spark (without the fixes each task's worker spends about 50 ms collecting garbage)."""
+
 _CACHE: dict = {}
 
 
@@ -109,7 +118,7 @@ class _CeilingStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class CeilingDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
-        return "kafkasync-ceiling"
+        return FLOOR
 
     def schema(self):
         return kafka_schema(False)
@@ -122,3 +131,12 @@ class CeilingDataSource(DataSource):
             int(self.options.get("valueBytes", "100")),
             self.options.get("workerFixes", "false").lower() == "true",
         )
+
+
+def floor_reader(spark: Any, *, batches: int, partitions: int, rows: int, value_bytes: int,
+                 worker_fixes: bool) -> Any:
+    """``spark.readStream`` of the floor source (registered here): ``batches`` of ``partitions``
+    tasks of ``rows`` rows each (0 batches: a live stream, a new batch every trigger)."""
+    spark.dataSource.register(CeilingDataSource)
+    return (spark.readStream.format(FLOOR).option("batches", batches).option("partitions", partitions)
+            .option("rows", rows).option("valueBytes", value_bytes).option("workerFixes", worker_fixes))
