@@ -7,7 +7,7 @@ Each partition holds ``records`` records, record ``i`` stamped ``base + i * rate
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
 from kafkasync_source.planning.planner import BatchLimits, TopicPartition
@@ -24,14 +24,14 @@ class IndexModel:
     def _time(self, tp: TopicPartition, offset: int) -> int:
         return self._base + offset * self._rates[tp]
 
-    def first_offsets(self, times: dict[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+    def first_offsets(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """``UnifiedLog.fetchOffsetByTimestamp`` on an in-order log: the first offset whose
         timestamp is >= t, None past the readable end (``ReplicaManager.fetchOffset``)."""
         found = {tp: max(0, -(-(t - self._base) // self._rates[tp])) for tp, t in times.items()}
         return {tp: None if offset >= self.records else (offset, self._time(tp, offset))
                 for tp, offset in found.items()}
 
-    def first_records(self, ranges: dict[TopicPartition, tuple[int, int]]
+    def first_records(self, ranges: Mapping[TopicPartition, tuple[int, int]]
                       ) -> dict[TopicPartition, Optional[tuple[int, int]]]:
         """A log of records only: a consumer reads the entry at the offset itself."""
         return {tp: (offset, self._time(tp, offset)) if offset < until else None
@@ -39,7 +39,7 @@ class IndexModel:
 
     def plan(self, limits: BatchLimits, now_ms: int, asked: Optional[list[int]] = None) -> Any:
         """``plan_from_index`` on this index; ``asked`` gets the partitions of each ListOffsets round."""
-        def lookup(times: dict[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
+        def lookup(times: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[tuple[int, int]]]:
             if asked is not None:
                 asked.append(len(times))
             return self.first_offsets(times)
