@@ -166,23 +166,22 @@ def descends_from(table: dict[int, Process], pid: int, ancestor: int) -> bool:
 
 
 class SourceRunnerPeak(PeriodicSampler):
-    """Peak RSS of Spark's Python streaming source runner(s) (:data:`RUNNER_COMMAND`), sampled
-    while a query runs: the runner exits with its query, and ``VmHWM`` can only be read while it
-    lives."""
+    """Peak RSS of the Python streaming source runner(s) (:data:`RUNNER_COMMAND`) of this process's
+    Spark, sampled while a query runs: the runner exits with its query, and ``VmHWM`` can only be
+    read while it lives. Only this process's descendants count: on a shared machine other
+    people's Spark runs runners too."""
 
     def __init__(self, interval_s: float = 0.2) -> None:
         super().__init__(interval_s)
         self.peak = 0
 
     def _sample(self) -> None:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
+        table = processes()
+        for pid, process in table.items():
+            if RUNNER_COMMAND not in process.command or not descends_from(table, pid, os.getpid()):
                 continue
             try:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    if RUNNER_COMMAND not in cmdline.read():
-                        continue
-                self.peak = max(self.peak, peak_rss_bytes(int(entry)))
+                self.peak = max(self.peak, peak_rss_bytes(pid))
             except (OSError, RuntimeError):  # exited meanwhile
                 continue
 
