@@ -64,7 +64,7 @@ $(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
 # ruff and mypy on the package, configured in pyproject.toml, and the layout's import rules
 # (tests/test_layout.py, docs/architecture.md). CI runs it.
 lint: $(LINT_STAMP)
-	$(VENV)/bin/ruff check kafkasync_source kafkasync_dev
+	$(VENV)/bin/ruff check kafkasync_source kafkasync_dev benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest tests/test_layout.py -q -p no:cacheprovider
 
