@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from kafkasync_source.formats.avro import _arrow_values, _field_index, _kind, _Names, _spark_type
-from kafkasync_source.formats.avro_batch import NotInBatch
-from kafkasync_source.formats.avro_columns import Columns, decode_run
+from kafkasync_source.formats.avro.batch import NotInBatch
+from kafkasync_source.formats.avro.columns import Columns, decode_run
 from kafkasync_source.spark.schema import arrow_schema
 
 ROW = {"type": "record", "name": "Value", "fields": [

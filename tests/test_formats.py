@@ -27,7 +27,7 @@ from kafkasync_source.formats.avro import (
     check_resolution,
     parse_field_path,
 )
-from kafkasync_source.formats.avro_batch import NotInBatch
+from kafkasync_source.formats.avro.batch import NotInBatch
 from kafkasync_source.formats.options import require_extra
 from kafkasync_source.formats.registry import KafkaSyncFormatError, RegistrySettings
 

@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 
 from kafkasync_source.event_time.formats import MAX_TIME_MS, InvalidTime, checked, converter
 from kafkasync_source.event_time.options import EPOCH_MICROS, EPOCH_MILLIS, EPOCH_SECONDS, record_name
-from kafkasync_source.formats.avro_batch import NotInBatch, Program, framed, path_program
+from kafkasync_source.formats.avro.batch import NotInBatch, Program, framed, path_program
 from kafkasync_source.formats.framing import HEADER_BYTES, read_varint, schema_id
 from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
@@ -766,7 +766,7 @@ class _Decoder:
     def columns(self, schema_ref: int, arrow_type: Any) -> Optional[Any]:
         """The writer schema's numpy decoder into ``arrow_type`` (avro_columns.py), None where
         the schemas hold what it does not decode (compiled once per writer schema)."""
-        from kafkasync_source.formats.avro_columns import Columns
+        from kafkasync_source.formats.avro.columns import Columns
 
         key = (schema_ref, str(arrow_type))
         if key not in self._columns:
@@ -856,7 +856,7 @@ def _run_values(decoder: _Decoder, schema_ref: int, buf: Any, starts: Any, ends:
     fastavro (one container of the run, or each record alone where one of them fails: null)."""
     import pyarrow as pa
 
-    from kafkasync_source.formats.avro_columns import decode_run
+    from kafkasync_source.formats.avro.columns import decode_run
 
     column = decoder.columns(schema_ref, arrow_type)  # checks the resolution first: KafkaSyncFormatError
     if column is not None:

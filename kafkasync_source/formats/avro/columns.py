@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pyarrow as pa
 
-from kafkasync_source.formats.avro_batch import NotInBatch, Op, Program, varints
+from kafkasync_source.formats.avro.batch import NotInBatch, Op, Program, varints
 
 Column = Callable[[np.ndarray, np.ndarray, np.ndarray], pa.Array]
 """``column(buf, positions, which)``: the values of ``which`` records, moving ``positions[which]``
