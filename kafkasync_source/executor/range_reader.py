@@ -43,6 +43,7 @@ from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fe
 from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
+from kafkasync_source.formats.decoded import DecodedColumn
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
@@ -705,7 +706,8 @@ class _Columns:
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
             self.event_times.extend(self._event_time.times_of(records, values))
         for decode, column in zip(self._decoders, self.decoded):
-            column.append(decode(records))
+            decoded = decode(records)  # a DecodedColumn (formats/decoded.py) from the codecs that give one
+            column.append(decoded.values if isinstance(decoded, DecodedColumn) else decoded)
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)
