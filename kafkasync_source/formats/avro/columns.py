@@ -272,7 +272,7 @@ def _timestamps(kind: str, micros_per_unit: int, arrow_type: pa.DataType) -> Col
         at = positions[which]
         values, sizes = varints(buf, at, 5 if kind == "int" else 10)
         positions[which] = at + sizes
-        if len(values) and (np.abs(values) > _INT64_MAX // micros_per_unit).any():
+        if len(values) and ((values > _INT64_MAX // micros_per_unit) | (values < -(2**63 // micros_per_unit))).any():
             raise NotInBatch("a timestamp beyond Spark's range")
         return pa.array(values * micros_per_unit, type=pa.int64()).view(arrow_type)
     return column

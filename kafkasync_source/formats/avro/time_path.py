@@ -412,7 +412,7 @@ def batch_reader(path_plan: Plan, time_format: str) -> Optional[Callable[[Any, A
         values = numpy_batch.leaf_values(buf, positions, ends, kind)
         if unit == per_ms == 1:
             millis = values
-        elif (np.abs(values) > (2**62) // unit).any():
+        elif ((values > 2**62 // unit) | (values < -(2**62 // unit))).any():
             raise numpy_batch.NotInBatch("a time beyond Spark's range")
         else:
             millis = values * unit // per_ms
