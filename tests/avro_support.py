@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import struct
 from typing import Any, Optional, Union
 
 import fastavro
@@ -65,3 +67,51 @@ def time_at(writers: Union[Schema, dict[int, Schema]], path: str, payload: bytes
         return codec(writers, reader).time_path(path, time_format).time_of(payload)
     except InvalidTime as why:
         return f"invalid: {why}"
+
+
+def norm(value: Any) -> Any:
+    """Floats by bits, NaN as one value; maps as dicts; recursively."""
+    if isinstance(value, float):
+        return ("nan",) if math.isnan(value) else ("float", struct.pack("<d", value))
+    if isinstance(value, dict):
+        return {k: norm(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [norm(v) for v in value]
+    return value
+
+
+def python_value(value: Any, data_type: pa.DataType) -> Any:
+    """An Arrow value (``to_pylist``'s) with maps as dicts, as the oracle builds them."""
+    if value is None:
+        return None
+    if pa.types.is_struct(data_type):
+        return {f.name: python_value(value[f.name], f.type) for f in data_type}
+    if pa.types.is_map(data_type):
+        return {k: python_value(v, data_type.item_type) for k, v in value}
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        return [python_value(v, data_type.value_type) for v in value]
+    return value
+
+
+def plain_type(data_type: pa.DataType) -> pa.DataType:
+    """Timestamps as int64, dates as int32, inside any nesting: values beyond Python's datetime
+    compare too."""
+    if pa.types.is_timestamp(data_type):
+        return pa.int64()
+    if pa.types.is_date32(data_type):
+        return pa.int32()
+    if pa.types.is_struct(data_type):
+        return pa.struct([pa.field(f.name, plain_type(f.type), f.nullable) for f in data_type])
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        item = data_type.value_field
+        return pa.list_(pa.field(item.name, plain_type(item.type), item.nullable))
+    if pa.types.is_map(data_type):
+        return pa.map_(data_type.key_type, pa.field(data_type.item_field.name, plain_type(data_type.item_type),
+                                                    data_type.item_field.nullable))
+    return data_type
+
+
+def plain_values(array: pa.Array) -> list:
+    """An Arrow column as comparable Python values (:func:`norm` of :func:`python_value`)."""
+    plain = plain_type(array.type)
+    return [norm(python_value(v, plain)) for v in array.cast(plain).to_pylist()]

@@ -43,16 +43,13 @@ batch reader answers.
 from __future__ import annotations
 
 import io
-import math
-import struct
 from decimal import Decimal
 from typing import Any
 
 import fastavro
 import numpy as np
-import pyarrow as pa
 from avro_generators import PROMOTIONS, defaults, evolved, kind, logical, records, strip, values
-from avro_support import arrow_type_of, codec, framed
+from avro_support import arrow_type_of, codec, framed, norm, plain_type, python_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from property_budget import examples
@@ -239,49 +236,7 @@ def _float32(x: Any) -> float:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return _norm(a) == _norm(b)
-
-
-def _norm(value: Any) -> Any:
-    """Floats by bits, NaN as one value; maps as dicts; recursively."""
-    if isinstance(value, float):
-        return ("nan",) if math.isnan(value) else ("float", struct.pack("<d", value))
-    if isinstance(value, dict):
-        return {k: _norm(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_norm(v) for v in value]
-    return value
-
-
-def _python(value: Any, data_type: pa.DataType) -> Any:
-    """An Arrow value (``to_pylist``'s) with maps as dicts, as the oracle builds them."""
-    if value is None:
-        return None
-    if pa.types.is_struct(data_type):
-        return {f.name: _python(value[f.name], f.type) for f in data_type}
-    if pa.types.is_map(data_type):
-        return {k: _python(v, data_type.item_type) for k, v in value}
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
-        return [_python(v, data_type.value_type) for v in value]
-    return value
-
-
-def _plain(data_type: pa.DataType) -> pa.DataType:
-    """Timestamps as int64, dates as int32, inside any nesting: values beyond Python's datetime
-    compare too."""
-    if pa.types.is_timestamp(data_type):
-        return pa.int64()
-    if pa.types.is_date32(data_type):
-        return pa.int32()
-    if pa.types.is_struct(data_type):
-        return pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in data_type])
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
-        item = data_type.value_field
-        return pa.list_(pa.field(item.name, _plain(item.type), item.nullable))
-    if pa.types.is_map(data_type):
-        return pa.map_(data_type.key_type, pa.field(data_type.item_field.name, _plain(data_type.item_type),
-                                                    data_type.item_field.nullable))
-    return data_type
+    return norm(a) == norm(b)
 
 
 def _paths(reader: dict, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -333,7 +288,7 @@ def test_value_decode_and_the_time_at_a_path_equal_fastavros_resolution(data):
     payloads = [framed(strip(writer), value) for value in written]
     arrow_type = arrow_type_of(reader)
     ours, undecodable = codec(writer, reader).decode(payloads, arrow_type)
-    ours_plain = [_python(v, _plain(arrow_type)) for v in ours.cast(_plain(arrow_type)).to_pylist()]
+    ours_plain = [python_value(v, plain_type(arrow_type)) for v in ours.cast(plain_type(arrow_type)).to_pylist()]
     failed = {u.row: u for u in undecodable}
     oracle = Oracle(writer, reader)
     expected_rows = []
@@ -353,7 +308,7 @@ def test_value_decode_and_the_time_at_a_path_equal_fastavros_resolution(data):
             assert row in failed and ours_plain[row] is None, (row, ours_plain[row])
         else:
             assert row not in failed, failed.get(row)
-            assert _norm(ours_plain[row]) == _norm(expected)
+            assert norm(ours_plain[row]) == norm(expected)
     candidates = _paths(reader)
     if not candidates:
         return
@@ -385,6 +340,6 @@ def test_reader_defaults_follow_the_specification(data):
     payload = framed(writer, {"a": 1})
     ours, undecodable = codec(writer, reader).decode([payload, payload], arrow_type_of(reader))
     expected = {"a": 1, "added": Oracle(writer, reader)._default(added, default)}
-    plain = _plain(arrow_type_of(reader))
-    assert undecodable == [] and [_norm(_python(v, plain)) for v in ours.cast(plain).to_pylist()] == \
-        [_norm(expected)] * 2
+    plain = plain_type(arrow_type_of(reader))
+    assert undecodable == [] and [norm(python_value(v, plain)) for v in ours.cast(plain).to_pylist()] == \
+        [norm(expected)] * 2

@@ -176,7 +176,9 @@ def _blocks(item: list[Op], item_size: Optional[int]) -> Op:
     Items of one size are jumped over at once; others one pass each, at most BLOCK_IN_BATCH."""
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
         open_ = np.arange(len(positions)) if isinstance(which, slice) else which
-        while len(open_):
+        while len(open_):  # each turn reads a count of at least one byte inside each open record
+            if (positions[open_] >= ends[open_]).any():
+                raise NotInBatch("a record ends inside an array or map")
             counts, sizes = varints(buf, positions[open_])
             positions[open_] += sizes
             more = counts != 0

@@ -227,7 +227,8 @@ def _logical(raw: dict, node: Node, where: str) -> Optional[str]:
         return None
     if logical == "decimal" and node.kind in ("bytes", "fixed"):
         precision, scale = raw.get("precision"), raw.get("scale", 0)
-        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision or precision < 1:
+        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision \
+                or not 1 <= precision <= _JAVA_INT_MAX:  # Java reads them as ints
             return None
         if node.kind == "fixed" and precision > _max_precision(node.size):
             return None
