@@ -123,7 +123,9 @@ integration: venv
 
 # format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven
 # Central serves none for some releases (4.3.0), so this runs in a virtualenv of the newest
-# PySpark whose connector is served, on a broker from Maven Central.
+# PySpark whose connector is served, on a broker from Maven Central. With it, kafkasync's decoded
+# columns beside from_avro, from_json and from_protobuf (spark-avro and spark-protobuf at the same
+# version; the Protobuf comparison is skipped, saying so, where spark-protobuf cannot be had).
 PARITY_PYSPARK ?= 4.2.0
 PARITY_VENV    := .venv-pyspark$(PARITY_PYSPARK)
 PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-test.stamp
@@ -162,7 +164,7 @@ parity-venv: $(PARITY_STAMP)
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
 	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
-	  integration/test_format_kafka_parity.py -rs $(PYTEST_ARGS)
+	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py -rs $(PYTEST_ARGS)
 
 # The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
 # make parity's virtualenv (Spark's connector must match the running Spark; see parity).

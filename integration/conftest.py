@@ -310,6 +310,8 @@ def schema_registry_url():
 
 SPARK_CONNECTOR_PROBLEM: list[str] = []
 """Why Spark's own Kafka connector is not on the session's classpath, if it is not."""
+SPARK_PROTOBUF_PROBLEM: list[str] = []
+"""Why Spark's own from_protobuf (spark-protobuf) is not on the session's classpath, if it is not."""
 
 
 def spark_kafka_connector_jars() -> str:
@@ -335,12 +337,15 @@ def spark(tmp_path_factory):
     extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     jars = spark_kafka_connector_jars()
     if jars:  # format("kafka") beside kafkasync, and from_avro beside it for Avro values
-        from kafkasync_dev.testing.spark import spark_avro_jars
+        from kafkasync_dev.testing.spark import spark_avro_jars, spark_protobuf_jars
 
         avro, problem = spark_avro_jars()
         if problem:
             SPARK_CONNECTOR_PROBLEM.append(problem)
-        extra["spark.jars"] = ",".join(filter(None, (jars, avro)))
+        protobuf, problem = spark_protobuf_jars()
+        if problem:
+            SPARK_PROTOBUF_PROBLEM.append(problem)
+        extra["spark.jars"] = ",".join(filter(None, (jars, avro, protobuf)))
     session = local_spark_session(
         "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
     )

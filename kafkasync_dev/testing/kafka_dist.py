@@ -220,6 +220,18 @@ def maven_spark_avro(spark_version: str, *, log=None) -> list[str]:
     return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
 
 
+SPARK_PROTOBUF_POM = os.path.join(os.path.dirname(POM), "spark-protobuf.pom.xml")
+
+
+def maven_spark_protobuf(spark_version: str, *, log=None) -> list[str]:
+    """The jar that puts Spark's own ``from_protobuf`` (``spark-protobuf_2.13``, protobuf-java
+    shaded inside) on ``spark.jars`` at ``spark_version``, resolved once into the cache."""
+    libs = _resolve(SPARK_PROTOBUF_POM, f"spark-protobuf-{spark_version}",
+                    f"Spark's Protobuf functions {spark_version} (org.apache.spark:spark-protobuf_2.13)",
+                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=spark-protobuf_2.13"], log)
+    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+
+
 def _resolve(pom: str, name: str, what: str, arguments: Sequence[str], log=None) -> str:
     """Runs ``mvn dependency:copy-dependencies`` on ``pom`` into ``<cache>/<name>/libs`` once;
     returns that directory. Says what it resolves and how long it took."""

@@ -102,7 +102,9 @@ def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
                       "newest PySpark whose connector is served")
 
 
-SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.functions"
+SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.AvroDataToCatalyst"
+"""``from_avro``'s expression, in spark-avro. Not ``org.apache.spark.sql.avro.functions``: Spark 4
+keeps that in spark-sql-api, on the classpath whether spark-avro is or not (PySpark 4.2.0's jars)."""
 
 
 def has_spark_avro(spark) -> bool:
@@ -123,3 +125,30 @@ def spark_avro_jars() -> tuple[Optional[str], Optional[str]]:
     except RuntimeError as exc:
         return None, (f"Spark's Avro functions {pyspark.__version__} cannot be had from Maven Central "
                       f"({str(exc).splitlines()[0][:200]})")
+
+
+SPARK_PROTOBUF_FUNCTIONS = "org.apache.spark.sql.protobuf.ProtobufDataToCatalyst"
+"""``from_protobuf``'s expression, in spark-protobuf (its ``functions`` is in spark-sql-api)."""
+
+
+def has_spark_protobuf(spark) -> bool:
+    """Whether Spark's own ``from_protobuf`` is on the session's classpath (:func:`has_format_kafka`)."""
+    return _loadable(spark, SPARK_PROTOBUF_FUNCTIONS)
+
+
+def spark_protobuf_jars() -> tuple[Optional[str], Optional[str]]:
+    """``(jar, None)``: Spark's own Protobuf functions (``from_protobuf``) for ``spark.jars`` —
+    ``KAFKASYNC_SPARK_PROTOBUF_JARS``, else ``spark-protobuf_2.13`` at the running PySpark's
+    version from Maven Central — or ``(None, why not)``."""
+    named = os.environ.get("KAFKASYNC_SPARK_PROTOBUF_JARS", "").strip()
+    if named:
+        return named, None
+    import pyspark
+
+    from kafkasync_dev.testing.kafka_dist import maven_spark_protobuf
+
+    try:
+        return ",".join(maven_spark_protobuf(pyspark.__version__)), None
+    except RuntimeError as exc:
+        return None, (f"Spark's Protobuf functions {pyspark.__version__} cannot be had from Maven Central "
+                      f"({str(exc).splitlines()[0][:200]}); set KAFKASYNC_SPARK_PROTOBUF_JARS to the jar")

@@ -120,7 +120,7 @@ def json_reader(path: str, time_format: str) -> Callable[[Any], int]:
                 found = decode(document)
             except msgspec.ValidationError as err:  # a DecodeError too: caught first
                 raise InvalidTime(f"the value does not hold {path} ({err})") from None
-            except msgspec.DecodeError as err:
+            except (msgspec.DecodeError, UnicodeDecodeError) as err:  # msgspec: a string that is not UTF-8
                 raise InvalidTime(f"the value is not JSON ({err})") from None
             for prefix in prefixes:
                 found = found.field

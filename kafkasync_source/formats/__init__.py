@@ -8,7 +8,11 @@ sides and imports nothing of the driver, the executors or the planner.
   fetched by id once and kept; settings whose secrets never show;
 * :mod:`~kafkasync_source.formats.options`: ``value.format`` / ``key.format`` as the decoders take them;
 * :mod:`~kafkasync_source.formats.avro`, :mod:`~kafkasync_source.formats.protobuf`,
-  :mod:`~kafkasync_source.formats.json_schema`: a field's time, the decoded value and its Spark type.
+  :mod:`~kafkasync_source.formats.json_schema`: a field's time, the decoded value and its Spark type
+  (Protobuf's and JSON's values as Spark's ``from_protobuf`` and ``from_json`` give them:
+  :mod:`~kafkasync_source.formats.protobuf_columns`, :mod:`~kafkasync_source.formats.json_values`);
+* :mod:`~kafkasync_source.formats.decoded`: a column decoder's answer, its values and the rows
+  it could not decode.
 
 The registry client and the decoders are the optional extra ``kafkasync[registry]``; nothing here
 imports them before a query asks for a format.

@@ -50,3 +50,15 @@ class DecodedColumn(NamedTuple):
     undecodable row)."""
     undecodable: tuple[Undecodable, ...] = ()
     """The rows that are null because they could not be decoded, in row order."""
+
+
+def invalid_row(row: int, payload: Optional[bytes], why: Exception) -> Undecodable:
+    """The undecodable row of a payload a reader refused with ``why`` (an ``InvalidTime``: the
+    framing's ``NotFramed``, the registry's ``UnknownSchema``, anything else is malformed)."""
+    from kafkasync_source.formats.framing import NotFramed, schema_id
+    from kafkasync_source.formats.registry import UnknownSchema
+
+    if isinstance(why, NotFramed):
+        return Undecodable(row, NOT_FRAMED, str(why))
+    written_with = schema_id(payload) if payload is not None and len(payload) >= 5 and payload[0] == 0 else None
+    return Undecodable(row, UNKNOWN_SCHEMA if isinstance(why, UnknownSchema) else MALFORMED, str(why), written_with)

@@ -56,18 +56,38 @@ def read_varint(payload: bytes, position: int) -> tuple[int, int]:
             raise InvalidTime("a varint longer than 10 bytes")
 
 
+MAX_MESSAGE_INDEXES = 100
+"""More nesting than any ``.proto`` file has: a count beyond it is not Confluent's framing."""
+
+
 def protobuf_indexes(payload: bytes) -> tuple[tuple[int, ...], int]:
-    """The message indexes after the 5-byte header and where the message starts."""
+    """The message indexes after the 5-byte header and where the message starts, or
+    :class:`NotFramed` saying why not. Each index is one varint of at least one byte, so a count
+    larger than the bytes left cannot be read, and is refused before any is: the work is bounded
+    by the payload whatever its bytes say. A negative count or index is what the deprecated
+    framing (confluent-kafka's ``use.deprecated.format``: plain varints, not zigzag) reads as
+    here; it never selects a message (Python would take ``[-1]`` as the file's last)."""
     try:
         count, position = read_varint(payload, HEADER_BYTES)
         if count == 0:
             return (0,), position
-        if not 0 < count <= 100:
-            raise NotFramed(f"{count} message indexes: not Confluent's Protobuf framing")
+        if count < 0:
+            raise NotFramed(f"a negative message index count ({count}): not Confluent's Protobuf framing "
+                            "(a writer of the deprecated non-zigzag framing, use.deprecated.format?)")
+        if count > min(MAX_MESSAGE_INDEXES, len(payload) - position):
+            raise NotFramed(f"{count} message indexes in {len(payload) - position} bytes: not Confluent's "
+                            "Protobuf framing")
         indexes = []
         for _ in range(count):
             index, position = read_varint(payload, position)
+            if index < 0:
+                raise NotFramed(f"a negative message index ({index}): not Confluent's Protobuf framing (a writer "
+                                "of the deprecated non-zigzag framing, use.deprecated.format?)")
             indexes.append(index)
         return tuple(indexes), position
     except IndexError:
         raise NotFramed("the payload ends inside Confluent's Protobuf message indexes") from None
+    except NotFramed:
+        raise
+    except InvalidTime as why:  # read_varint's "longer than 10 bytes"
+        raise NotFramed(f"Confluent's Protobuf message indexes: {why}") from None

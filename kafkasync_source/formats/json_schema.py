@@ -5,11 +5,16 @@ After the 5-byte header the record is plain JSON text, so a field's time is read
 bytes after the header. The schema id is still looked up (once per id and process) so that a
 record whose id the registry does not know is an invalid time, as for the other formats.
 
-Decoded columns: the reader schema's ``properties`` become a struct (every field nullable, as a
-JSON document may leave any out), ``integer`` long, ``number`` double, ``boolean``, ``string``,
-``array`` arrays, an object with only ``additionalProperties`` a map of strings to its type;
-local ``$ref`` s (``#/definitions/...``, ``#/$defs/...``) are followed. Spark has no
-``from_json_schema``; this is ``from_json`` with the schema those rules give.
+Decoded columns: Spark has no ``from_json_schema``; the column is what ``from_json`` gives with
+the Spark type these rules derive from the reader schema: its ``properties`` a struct (every
+field nullable, as a JSON document may leave any out), ``integer`` long, ``number`` double,
+``boolean``, ``string``, ``array`` arrays, an object with only ``additionalProperties`` a map of
+strings to its type; local ``$ref`` s (``#/definitions/...``, ``#/$defs/...``) are followed; a
+property whose type is not one of those (several types, ``oneOf``/``anyOf`` of several, an
+external ``$ref``, none) a string. Values follow ``from_json`` in its default mode, PERMISSIVE
+(formats/json_values.py): a property that does not fit its type is null and the others keep
+their values, and a string column holds any other JSON value as its text. Only a payload that
+is not a JSON object (not JSON, not UTF-8, an array) has no value: an undecodable row.
 """
 
 from __future__ import annotations
@@ -18,12 +23,19 @@ import json
 import re
 from typing import Any, Callable, Optional
 
-import msgspec
-
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.event_time.json_path import json_batch_reader, json_reader
-from kafkasync_source.formats.framing import HEADER_BYTES, schema_id
-from kafkasync_source.formats.registry import registry
+from kafkasync_source.formats.decoded import (
+    INCOMPATIBLE,
+    MALFORMED,
+    NOT_FRAMED,
+    UNKNOWN_SCHEMA,
+    DecodedColumn,
+    Undecodable,
+)
+from kafkasync_source.formats.framing import HEADER_BYTES, NotFramed, schema_id
+from kafkasync_source.formats.json_values import NotAValue, document_converter
+from kafkasync_source.formats.registry import UnknownSchema, registry
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -48,12 +60,16 @@ class _Body:
         return self._body
 
 
+class NotJsonSchema(InvalidTime):
+    """The record's schema id names a schema of another type."""
+
+
 def _known_body(options: Any, payload: Any) -> memoryview:
     """The JSON text of a framed payload whose schema id the registry knows (InvalidTime otherwise)."""
     known = registry(options.registry)
     schema = known.schema(schema_id(payload))
     if schema.schema_type != "JSON":
-        raise InvalidTime(f"schema id {schema_id(payload)} is a {schema.schema_type} schema, not JSON Schema")
+        raise NotJsonSchema(f"schema id {schema_id(payload)} is a {schema.schema_type} schema, not JSON Schema")
     return memoryview(payload)[HEADER_BYTES:]
 
 
@@ -87,14 +103,21 @@ def spark_type(options: Any) -> Any:
     return _spark_type(root, root)
 
 
+_MAX_DEPTH = 32
+"""Nesting beyond which a property is typed a string (a schema that refers to itself)."""
+
+
 def _spark_type(schema: Any, root: dict, depth: int = 0) -> Any:
     import pyspark.sql.types as T
 
-    if depth > 32 or not isinstance(schema, dict):
+    if depth > _MAX_DEPTH or not isinstance(schema, dict):
         return T.StringType()
-    if "$ref" in schema:
+    reference = schema.get("$ref")
+    if isinstance(reference, str):
+        if not reference.startswith("#"):  # another document (a registry reference): not followed
+            return T.StringType()
         target: Any = root
-        for part in schema["$ref"].lstrip("#/").split("/"):
+        for part in reference[1:].strip("/").split("/"):
             target = target.get(part, {}) if part and isinstance(target, dict) else target
         return _spark_type(target, root, depth + 1)
     kind = schema.get("type")
@@ -105,13 +128,15 @@ def _spark_type(schema: Any, root: dict, depth: int = 0) -> Any:
         kind = "object"
     if kind is None:
         for combined in ("oneOf", "anyOf"):
-            options = [o for o in schema.get(combined, ()) if o.get("type") != "null"]
-            if len(options) == 1:
-                return _spark_type(options[0], root, depth + 1)
+            choices = schema.get(combined)
+            if isinstance(choices, list):
+                choices = [o for o in choices if not (isinstance(o, dict) and o.get("type") == "null")]
+                if len(choices) == 1:
+                    return _spark_type(choices[0], root, depth + 1)
     if kind == "object":
         properties = schema.get("properties")
-        if properties:
-            return T.StructType([T.StructField(name, _spark_type(sub, root, depth + 1), True)
+        if isinstance(properties, dict) and properties:
+            return T.StructType([T.StructField(str(name), _spark_type(sub, root, depth + 1), True)
                                  for name, sub in properties.items()])
         extra = schema.get("additionalProperties")
         return T.MapType(T.StringType(), _spark_type(extra if isinstance(extra, dict) else {}, root, depth + 1), True)
@@ -121,32 +146,43 @@ def _spark_type(schema: Any, root: dict, depth: int = 0) -> Any:
     return simple.get(kind, T.StringType()) if isinstance(kind, str) else T.StringType()
 
 
-def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], Any]:
+def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], DecodedColumn]:
+    """``records -> DecodedColumn``: each record's value as ``from_json`` gives it in PERMISSIVE
+    mode; null at a tombstone, and null at each row named undecodable (not framed, an unknown
+    schema id, a schema of another type, a payload that is not a JSON object)."""
     import pyarrow as pa
 
-    decode = msgspec.json.decode
+    convert = document_converter(options.spark_type())
+    payload_of = options.payload
 
-    def row(record: Any) -> Any:
-        try:
-            return decode(_known_body(options, options.payload(record)))
-        except Exception:  # noqa: BLE001 - not framed, unknown id, not JSON: a null decoded value
-            return None
-
-    def column(records: list) -> Any:
-        rows = [row(record) for record in records]
-        try:
-            return pa.array(rows, type=arrow_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            return pa.array([_fits(value, arrow_type) for value in rows], type=arrow_type)
+    def column(records: list) -> DecodedColumn:
+        rows: list[Any] = []
+        undecodable: list[Undecodable] = []
+        for index, record in enumerate(records):
+            payload = payload_of(record)
+            row = None
+            if payload is not None:
+                try:
+                    row = convert(_known_body(options, payload))
+                except (InvalidTime, NotAValue) as why:
+                    undecodable.append(Undecodable(index, _kind(why), str(why), _schema_id_or_none(payload)))
+            rows.append(row)
+        return DecodedColumn(pa.array(rows, type=arrow_type), tuple(undecodable))
     return column
 
 
-def _fits(value: Any, arrow_type: Any) -> Any:
-    """A document that does not fit the reader schema's type reads as null, not as a failure."""
-    import pyarrow as pa
+def _kind(err: Exception) -> str:
+    if isinstance(err, NotFramed):
+        return NOT_FRAMED
+    if isinstance(err, UnknownSchema):
+        return UNKNOWN_SCHEMA
+    if isinstance(err, NotJsonSchema):
+        return INCOMPATIBLE
+    return MALFORMED
 
+
+def _schema_id_or_none(payload: Any) -> Optional[int]:
     try:
-        pa.array([value], type=arrow_type)
-        return value
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return schema_id(payload)
+    except NotFramed:
         return None

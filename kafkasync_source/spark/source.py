@@ -10,12 +10,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from kafkasync_source.config.client_config import SPARK_OPTIONS_REDACTION_REGEX
+from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.options import SourceOptions, parse_options
 from kafkasync_source.driver.offset_reader import OffsetReader
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
-from kafkasync_source.spark.schema import decoded_column, kafka_schema
+from kafkasync_source.spark.schema import carried_pins, check_decoded_type, decoded_fields, kafka_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
@@ -137,19 +138,36 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         # Validate here: Spark calls schema() at load(), so bad options fail at query start.
         # schema() serves spark.read and spark.readStream alike: the checks that depend on
         # the mode (endingOffsets, max.task.idle.ms, autostop.*) run in reader()/streamReader().
+        # The reader schemas are pinned here, once per query, and carried in the schema's
+        # metadata to the processes that run streamReader()/reader() (spark/schema.py).
         options = self._parse(streaming=None)
+        event_time_format = options.event_time.value_format if options.event_time is not None else None
+        decoded = [field for f in options.decoded_formats for field in decoded_fields(f, f.spark_type())]
         return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
                             include_event_time=options.event_time is not None,
-                            decoded=[(decoded_column(f), f.spark_type()) for f in options.decoded_formats])
+                            event_time_pin=event_time_format.pin if event_time_format is not None else None,
+                            decoded=decoded)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaSyncStreamReader(self._parse(streaming=True), schema)
+        return KafkaSyncStreamReader(self._parse(streaming=True, schema=schema), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaSyncBatchReader(self._parse(streaming=False), schema)
+        return KafkaSyncBatchReader(self._parse(streaming=False, schema=schema), schema)
 
-    def _parse(self, *, streaming: Optional[bool]) -> SourceOptions:
-        return parse_options(self.options, streaming=streaming)
+    def _parse(self, *, streaming: Optional[bool], schema: Optional[StructType] = None) -> SourceOptions:
+        """The options; with the schema Spark hands a reader, the reader schemas it carries from
+        ``load()`` (or, where it carries none, pinned now and checked against its columns)."""
+        if schema is None:
+            return parse_options(self.options, streaming=streaming)
+        try:
+            pins = carried_pins(schema)
+        except ValueError as err:
+            raise KafkaSyncOptionError(f"kafkasync: {err}") from None
+        options = parse_options(self.options, streaming=streaming, reader_pins=pins)
+        for format_options in options.decoded_formats:
+            if format_options.part not in pins:
+                check_decoded_type(format_options, schema)
+        return options
 
 
 class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):

@@ -23,7 +23,7 @@ from kafkasync_source.formats.avro.resolution import Action, check_defaults, fir
 from kafkasync_source.formats.avro.schema import Node, SchemaError, parse
 from kafkasync_source.formats.avro.values import Compiler, Cursor, Reader, RowError
 from kafkasync_source.formats.decoded import INCOMPATIBLE, MALFORMED, NOT_FRAMED, UNKNOWN_SCHEMA, Undecodable
-from kafkasync_source.formats.framing import HEADER_BYTES, MAGIC_BYTE
+from kafkasync_source.formats.framing import HEADER_BYTES, MAGIC_BYTE, NotFramed
 from kafkasync_source.formats.framing import schema_id as id_of_payload
 from kafkasync_source.formats.registry import KafkaSyncFormatError, UnknownSchema
 
@@ -205,8 +205,10 @@ class Codec:
                 if payload is None:
                     continue
                 if len(payload) < HEADER_BYTES or payload[0] != MAGIC_BYTE:
-                    undecodable.append(Undecodable(row, NOT_FRAMED, f"a payload of {len(payload)} bytes not in "
-                                                   "Confluent's wire format (magic byte 0, a 4-byte schema id)"))
+                    try:
+                        id_of_payload(payload)
+                    except NotFramed as why:  # framing.py says why: too short, or which first byte
+                        undecodable.append(Undecodable(row, NOT_FRAMED, str(why)))
                     continue
                 rows.append(row)
             batch = framed([payloads[row] for row in rows], HEADER_BYTES)

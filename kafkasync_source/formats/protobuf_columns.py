@@ -1,0 +1,223 @@
+"""A Protobuf message as Spark's ``from_protobuf`` gives it: its Spark type and its values.
+
+The rules are spark-protobuf's (Spark 4.x, default options), read in its source:
+
+* ``utils/SchemaConverters.scala`` ``structFieldFor`` (the type): 32-bit integers (``int32``,
+  ``sint32``, ``sfixed32``, ``uint32``, ``fixed32``: Java's ``int``) ``IntegerType``; 64-bit ones
+  ``LongType``; ``float``, ``double``, ``bool``, ``string``, ``bytes`` as named; an enum a
+  ``StringType`` (its value's name); a message named ``Duration`` whose two fields are
+  ``seconds`` and ``nanos`` a ``DayTimeIntervalType`` (checked first), one named ``Timestamp``
+  with those fields a ``TimestampType`` (by simple name: a user's own ``Timestamp`` counts too);
+  other messages (``Any`` and the wrappers among them: ``upcast.unsigned.ints``,
+  ``unwrap.well.known.types``, ``convert.any.fields.to.json`` are off by default) a struct of
+  their fields, a message whose fields are all dropped is dropped itself
+  (``retain.empty.message.type`` off), and a recursive one refused
+  (``recursive.fields.max.depth`` unset); a map field ``MapType(key, value,
+  valueContainsNull=false)``; a repeated field ``ArrayType(element, containsNull=false)``; every
+  other field nullable unless proto2 ``required``.
+* ``ProtobufDeserializer.scala`` (the values): a field is read when it is repeated, or present
+  (``DynamicMessage.hasField``), or proto2 with an explicit default; else it is null
+  (``emit.default.values`` off). Java's ``DynamicMessage`` clears a proto3 field without
+  presence that is set to its default (``DynamicMessage.Builder.setField``, compared with
+  ``equals``: ``-0.0`` and ``NaN`` stay, ``+0.0`` does not), so such a field that is 0, ``""``
+  or empty is null. Java's ``int`` and ``long`` are signed: a ``uint32`` of 2^31 or more and a
+  ``uint64`` of 2^63 or more come out negative (two's complement), as ``from_protobuf`` gives
+  them. An enum number the enum does not define reads as protobuf-java names it,
+  ``UNKNOWN_ENUM_VALUE_<Enum>_<number>`` (``Descriptors.EnumValueDescriptor``; proto3's open
+  enums; a proto2 closed enum keeps it among the unknown fields, so the field is null). A
+  Timestamp or Duration is ``seconds * 1,000,000`` (``Math.multiplyExact``: an overflow fails
+  the record) plus ``nanos / 1000`` truncated toward zero. Map entries and array elements are
+  read whole, without the presence rule (``getField`` of the entry's key and value).
+
+The values are built as the Python objects pyarrow takes for the Spark type's Arrow type:
+timestamps and durations as integer microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+_INT32_SPAN, _INT64_SPAN = 1 << 32, 1 << 64
+_MICROS = 1_000_000
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class ConversionError(ValueError):
+    """A value ``from_protobuf`` cannot convert either (a Timestamp whose microseconds overflow a
+    long); the message names the field's path."""
+
+
+def _two_fields(descriptor: Any, first: str, second: str) -> bool:
+    fields = descriptor.fields
+    return len(fields) == 2 and fields[0].name == first and fields[1].name == second
+
+
+def time_kind(descriptor: Any) -> Optional[str]:
+    """``"duration"`` or ``"timestamp"`` where ``from_protobuf`` reads a message as an interval or a
+    timestamp (by its simple name and its two fields, Duration first), else None."""
+    if descriptor.name == "Duration" and _two_fields(descriptor, "seconds", "nanos"):
+        return "duration"
+    if descriptor.name == "Timestamp" and _two_fields(descriptor, "seconds", "nanos"):
+        return "timestamp"
+    return None
+
+
+def micros(message: Any, path: str) -> int:
+    """A Timestamp's or Duration's microseconds, as ``from_protobuf`` computes them."""
+    seconds, nanos = int(message.seconds), int(message.nanos)
+    whole = seconds * _MICROS
+    if not _LONG_MIN <= whole <= _LONG_MAX:
+        raise ConversionError(f"field {path!r}: {seconds} seconds overflow a long of microseconds")
+    total = whole + int(nanos / 1000)  # Java's long division truncates toward zero
+    return (total - _LONG_MIN) % _INT64_SPAN + _LONG_MIN  # Java's + wraps
+
+
+def is_map(field: Any) -> bool:
+    return field.message_type is not None and field.message_type.GetOptions().map_entry
+
+
+def _is_message(field: Any) -> bool:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    return field.type in (F.TYPE_MESSAGE, F.TYPE_GROUP)
+
+
+Convert = Callable[[Any], Any]
+"""A present value (as the protobuf runtime gives it) -> what pyarrow takes for its Spark type."""
+
+
+class _Field:
+    """One field of a struct: its name, how to read it from the message, how to convert it."""
+
+    __slots__ = ("name", "read")
+
+    def __init__(self, name: str, read: Callable[[Any], Any]) -> None:
+        self.name = name
+        self.read = read
+
+
+class Columns:
+    """A reader message's Spark type and its row builder, both made once from the descriptor."""
+
+    def __init__(self, descriptor: Any) -> None:
+        built = _struct(descriptor, (descriptor.full_name,), descriptor.name)
+        assert built is not None
+        self.spark_type, self._fields = built
+
+    def row(self, message: Any) -> dict:
+        """The message's row: a dict of the struct's fields (ConversionError naming a field)."""
+        return {field.name: field.read(message) for field in self._fields}
+
+
+def _struct(descriptor: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, list[_Field]]]:
+    """The struct type and its fields' readers, or None where every field is dropped (a message
+    without fields: ``from_protobuf`` drops it, the top level excepted)."""
+    import pyspark.sql.types as T
+
+    types, fields = [], []
+    for field in descriptor.fields:
+        built = _field(field, busy, f"{path}.{field.name}")
+        if built is None:
+            continue
+        spark_type, nullable, read = built
+        types.append(T.StructField(field.name, spark_type, nullable))
+        fields.append(_Field(field.name, read))
+    if not types and len(busy) > 1:
+        return None
+    return T.StructType(types), fields
+
+
+def _field(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, bool, Callable[[Any], Any]]]:
+    """A field's Spark type, nullability and reader (None: dropped, as an empty message)."""
+    import pyspark.sql.types as T
+
+    name = field.name
+    if is_map(field):
+        entry = field.message_type
+        key = _single(entry.fields_by_name["key"], busy, f"{path}.key")
+        value = _single(entry.fields_by_name["value"], busy, f"{path}.value")
+        if key is None or value is None:
+            return None
+        (key_type, key_of), (value_type, value_of) = key, value
+
+        def read_map(message: Any) -> list[tuple[Any, Any]]:
+            return [(key_of(k), value_of(v)) for k, v in getattr(message, name).items()]
+        return T.MapType(key_type, value_type, False), True, read_map
+    single = _single(field, busy, path)
+    if single is None:
+        return None
+    spark_type, convert = single
+    if field.is_repeated:
+        def read_list(message: Any) -> list:
+            return [convert(v) for v in getattr(message, name)]
+        return T.ArrayType(spark_type, False), True, read_list
+    return spark_type, not field.is_required, _present(field, convert)
+
+
+def _present(field: Any, convert: Convert) -> Callable[[Any], Any]:
+    """The reader of a singular field: its converted value where ``from_protobuf`` reads one, else None."""
+    name = field.name
+    if field.has_presence:
+        if field.has_default_value:  # proto2 with an explicit default: the default when absent
+            return lambda message: convert(getattr(message, name))
+        return lambda message: convert(getattr(message, name)) if message.HasField(name) else None
+    default = field.default_value
+    if isinstance(default, float):
+        def read_float(message: Any) -> Any:
+            value = getattr(message, name)
+            return None if value == 0.0 and math.copysign(1.0, value) > 0 else convert(value)
+        return read_float
+
+    def read(message: Any) -> Any:
+        value = getattr(message, name)
+        return None if value == default else convert(value)
+    return read
+
+
+def _single(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, Convert]]:
+    """One value's Spark type and converter (of an element, for a repeated field)."""
+    import pyspark.sql.types as T
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    if _is_message(field):
+        message_type = field.message_type
+        kind = time_kind(message_type)
+        if kind == "duration":
+            return T.DayTimeIntervalType(), lambda message: micros(message, path)
+        if kind == "timestamp":
+            return T.TimestampType(), lambda message: micros(message, path)
+        if message_type.full_name in busy:
+            raise ValueError(f"field {path!r} is of the recursive message {message_type.full_name}, which Spark's "
+                             "from_protobuf refuses too (recursive.fields.max.depth unset)")
+        built = _struct(message_type, (*busy, message_type.full_name), path)
+        if built is None:
+            return None
+        struct, fields = built
+        return struct, lambda message: {f.name: f.read(message) for f in fields}
+    cpp = field.cpp_type
+    if cpp == F.CPPTYPE_ENUM:
+        enum = field.enum_type
+        names = {value.number: value.name for value in enum.values}
+        unknown = f"UNKNOWN_ENUM_VALUE_{enum.name}_"
+        return T.StringType(), lambda number: names.get(number) or f"{unknown}{number}"
+    if cpp == F.CPPTYPE_UINT32:
+        return T.IntegerType(), lambda value: value - _INT32_SPAN if value >= 1 << 31 else value
+    if cpp == F.CPPTYPE_UINT64:
+        return T.LongType(), lambda value: value - _INT64_SPAN if value >= 1 << 63 else value
+    if field.type == F.TYPE_STRING:
+        return T.StringType(), _text
+    simple = {F.CPPTYPE_INT32: T.IntegerType(), F.CPPTYPE_INT64: T.LongType(), F.CPPTYPE_FLOAT: T.FloatType(),
+              F.CPPTYPE_DOUBLE: T.DoubleType(), F.CPPTYPE_BOOL: T.BooleanType(), F.CPPTYPE_STRING: T.BinaryType()}
+    return simple[cpp], _same
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _text(value: Any) -> str:
+    """A string field's text. The protobuf runtime gives a proto2 string that is not UTF-8 as its
+    bytes; protobuf-java's ``readString`` (proto2 does not check) replaces what is not UTF-8 with
+    U+FFFD, and so does this."""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
