@@ -235,8 +235,8 @@ class Codec:
                 continue
             piece, failed = self._run(writer, arrow_type, buf, starts[which], ends[which],
                                       [payloads[int(r)] for r in run_rows])
-            for local, kind, why in failed:
-                undecodable.append(Undecodable(int(run_rows[local]), kind, why, schema_id))
+            for local, kind, reason_of_row in failed:
+                undecodable.append(Undecodable(int(run_rows[local]), kind, reason_of_row, schema_id))
             where[run_rows] = taken + np.arange(len(which))
             taken += len(which)
             pieces.append(piece)

@@ -386,7 +386,6 @@ def _off_the_path(messages: list[str]) -> Callable[[int, int], None]:
 def batch_reader(path_plan: Plan, time_format: str) -> Optional[Callable[[Any, Any, Any], Any]]:
     """``(buf, positions, ends) -> epoch ms`` of each record (NotInBatch where one has none or
     is read record by record); None where this plan is never read by batch."""
-    import numpy as np
 
     leaf = path_plan.leaf
     if leaf is None or leaf.writer.kind not in ("int", "long") or leaf.reader.kind not in ("int", "long"):
