@@ -100,8 +100,8 @@ def plain_type(data_type: pa.DataType) -> pa.DataType:
         return pa.int64()
     if pa.types.is_date32(data_type):
         return pa.int32()
-    if pa.types.is_struct(data_type):
-        return pa.struct([pa.field(f.name, plain_type(f.type), f.nullable) for f in data_type])
+    if pa.types.is_struct(data_type):  # every field nullable: a null struct's children hold nulls
+        return pa.struct([pa.field(f.name, plain_type(f.type)) for f in data_type])
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
         item = data_type.value_field
         return pa.list_(pa.field(item.name, plain_type(item.type), item.nullable))

@@ -224,7 +224,7 @@ class Oracle:
             unscaled = int.from_bytes(x, "big", signed=True)
             if abs(unscaled) >= 10 ** r["precision"]:
                 raise _Fails("a decimal beyond its precision")
-            return Decimal(unscaled).scaleb(-r["scale"])
+            return Decimal(f"{unscaled}e-{r['scale']}")  # exact (scaleb would round to 28 digits)
         return x
 
 

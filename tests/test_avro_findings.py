@@ -217,6 +217,14 @@ def test_a_decimal_default_and_value_read():
     assert undecodable == [] and values[0] == {"amount": Decimal("-123.45"), "fee": Decimal("25.6")}
 
 
+def test_a_decimal_of_38_digits_keeps_every_digit():
+    """Python's decimal context holds 28 digits: a decimal built by arithmetic would be rounded."""
+    schema = record({"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 3}})
+    unscaled = 10**38 - 7
+    values, undecodable = decode(schema, schema, [framed(schema, {"d": unscaled.to_bytes(16, "big", signed=True)})])
+    assert undecodable == [] and values[0]["d"] == Decimal(f"{unscaled}e-3")
+
+
 def test_time_millis_and_time_micros_values_and_defaults_are_their_numbers():
     writer = record({"name": "t", "type": {"type": "int", "logicalType": "time-millis"}})
     reader = record(writer["fields"][0], {"name": "u", "type": {"type": "long", "logicalType": "time-micros"},

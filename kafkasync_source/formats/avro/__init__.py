@@ -65,15 +65,8 @@ def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], in
     """``record -> epoch ms``: one look-up of the payload's 5-byte header, then the writer
     schema's reader (time_path.py). InvalidTime where the record has no valid time there;
     KafkaSyncFormatError naming the record where its writer cannot be read as the reader."""
-    time_of = _time_path(options, path, time_format).time_of
     payload_of = operator.methodcaller("value" if options.part == "value" else "key")
-
-    def read(record: Any) -> int:
-        try:
-            return time_of(payload_of(record))
-        except KafkaSyncFormatError as err:
-            raise KafkaSyncFormatError(f"kafkasync: {record_name(record)}: {err}") from None
-    return read
+    return _time_path(options, path, time_format).reader(payload_of, record_name)
 
 
 def batch_time_reader(options: Any, path: str, time_format: str) -> Callable[[list], Optional[list[int]]]:

@@ -155,6 +155,10 @@ class Writer:
                 time_path.batch_reader(path_plan, time_format))
 
 
+def _itself(payload: Any) -> Any:
+    return payload
+
+
 def _failing(message: str) -> TimeOf:
     def fail(payload: bytes) -> int:
         raise KafkaSyncFormatError(message)
@@ -303,18 +307,34 @@ class TimePath:
     def compiled(self, schema_id: int) -> tuple[TimeOf, Any]:
         return self._codec.writer(schema_id).time(self._steps, self._path, self._format, self._leaf)
 
-    def time_of(self, payload: Any) -> int:
-        """The payload's time: one look-up of its 5-byte header, then its writer's reader.
-        InvalidTime where it has none (NotFramed, UnknownSchema among them); KafkaSyncFormatError
-        where its writer cannot be read as the reader."""
-        try:
+    def reader(self, payload_of: Callable[[Any], Any],
+               name_of: Optional[Callable[[Any], str]] = None) -> Callable[[Any], int]:
+        """``item -> epoch ms`` of ``payload_of(item)``: one look-up of the payload's 5-byte
+        header, then its writer's generated reader. InvalidTime where it has none (NotFramed and
+        UnknownSchema among them); KafkaSyncFormatError where its writer cannot be read as the
+        reader, naming the item by ``name_of`` (a record's topic, partition and offset)."""
+        by_header = self.by_header
+        compiled = self.compiled
+
+        def read(item: Any) -> int:
+            payload = payload_of(item)
             try:
-                read = self.by_header[payload[:HEADER_BYTES]]
-            except (KeyError, TypeError):  # a new writer schema, or not framed (None, short, no magic byte)
-                read = self.by_header[payload[:HEADER_BYTES]] = self.compiled(id_of_payload(payload))[0]
-            return read(payload)
-        except (IndexError, struct.error):  # a read past the payload's end (the generated readers' bound)
-            raise InvalidTime("the payload ends before the field: it does not match its writer schema") from None
+                try:
+                    time_of = by_header[payload[:HEADER_BYTES]]
+                except (KeyError, TypeError):  # a new writer schema, or not framed (None, short, no magic byte)
+                    time_of = by_header[payload[:HEADER_BYTES]] = compiled(id_of_payload(payload))[0]
+                return time_of(payload)
+            except (IndexError, struct.error):  # a read past the payload's end (the generated readers' bound)
+                raise InvalidTime("the payload ends before the field: it does not match its writer schema") from None
+            except KafkaSyncFormatError as err:
+                if name_of is None:
+                    raise
+                raise KafkaSyncFormatError(f"kafkasync: {name_of(item)}: {err}") from None
+        return read
+
+    def time_of(self, payload: Any) -> int:
+        """The time of one framed payload (see :meth:`reader`)."""
+        return self.reader(_itself)(payload)
 
     def batch(self, values: list) -> Optional[list[int]]:
         """Every record's time, or None unless each has a valid one (each is then read alone)."""

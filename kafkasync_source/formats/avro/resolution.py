@@ -308,7 +308,8 @@ def logical_value(reader: Node, value: Any) -> Any:
         unscaled = int.from_bytes(value, "big", signed=True)
         if abs(unscaled) >= 10**reader.precision:
             return None
-        return decimal.Decimal(unscaled).scaleb(-reader.scale)
+        # From its digits, exactly: Decimal(unscaled).scaleb() would round to the context's 28 digits.
+        return decimal.Decimal((unscaled < 0, tuple(map(int, str(abs(unscaled)))), -reader.scale))
     return value
 
 
