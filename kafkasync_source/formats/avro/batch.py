@@ -64,7 +64,7 @@ def varints(buf: np.ndarray, at: np.ndarray, max_bytes: int = 10) -> tuple[np.nd
     if more[:, :max_bytes].all(axis=1).any():
         raise NotInBatch(f"a varint longer than {max_bytes} bytes")
     lengths = np.argmin(more, axis=1) + 1
-    if ((lengths == 10) & (window[:, 9] > 1)).any():
+    if lengths.max() == 10 and ((lengths == 10) & (window[:, 9] > 1)).any():
         raise NotInBatch("a varint beyond 64 bits")
     digits = (window.astype(np.uint64) & np.uint64(0x7F)) << _SHIFTS
     raw = np.where(_WIDTH < lengths[:, None], digits, np.uint64(0)).sum(axis=1, dtype=np.uint64)
@@ -150,10 +150,13 @@ def _varint(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Whi
 
 
 def _length_prefixed(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
+    """A string or bytes skipped. A length past its record is refused later, where the position
+    is checked against the record's end (positions only move forward: :func:`leaf_values`,
+    :func:`check_ends`); one past the whole batch at once."""
     at = positions[which]
     lengths, sizes = varints(buf, at)
-    if (lengths < 0).any() or (lengths > ends[which] - at).any():
-        raise NotInBatch("a negative length, or one past the record")
+    if (lengths < 0).any() or (lengths > len(buf) - at - sizes).any():  # compared so: at + length can wrap
+        raise NotInBatch("a negative length, or one past the payloads")
     positions[which] = at + sizes + lengths
 
 

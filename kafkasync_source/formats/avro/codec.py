@@ -9,6 +9,7 @@ it the registry.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 from typing import Any, Callable, Optional
@@ -155,6 +156,10 @@ class Writer:
                 time_path.batch_reader(path_plan, time_format))
 
 
+def _listed(payloads: list, rows: Any) -> list[bytes]:
+    return [payloads[int(row)] for row in rows]
+
+
 def _itself(payload: Any) -> Any:
     return payload
 
@@ -238,7 +243,7 @@ class Codec:
                 undecodable.extend(Undecodable(int(r), INCOMPATIBLE, reason, schema_id) for r in run_rows)
                 continue
             piece, failed = self._run(writer, arrow_type, buf, starts[which], ends[which],
-                                      [payloads[int(r)] for r in run_rows])
+                                      functools.partial(_listed, payloads, run_rows))
             for local, kind, reason_of_row in failed:
                 undecodable.append(Undecodable(int(run_rows[local]), kind, reason_of_row, schema_id))
             where[run_rows] = taken + np.arange(len(which))
@@ -254,8 +259,9 @@ class Codec:
 
     @staticmethod
     def _run(writer: Writer, arrow_type: Any, buf: Any, starts: Any, ends: Any,
-             payloads: list[bytes]) -> tuple[Any, list[tuple[int, str, str]]]:
-        """One writer's records: by numpy where it decodes them all, else one by one (values.py)."""
+             payloads_of: Callable[[], list[bytes]]) -> tuple[Any, list[tuple[int, str, str]]]:
+        """One writer's records: by numpy where it decodes them all, else one by one (values.py,
+        on the payloads ``payloads_of()`` gives: only then are they listed)."""
         import pyarrow as pa
 
         column = writer.column(arrow_type)
@@ -266,7 +272,7 @@ class Codec:
                 pass
         values: list[Any] = []
         failed: list[tuple[int, str, str]] = []
-        for local, payload in enumerate(payloads):
+        for local, payload in enumerate(payloads_of()):
             try:
                 values.append(writer.decode_one(payload))
             except RowError as err:
@@ -344,9 +350,10 @@ class TimePath:
         if batch is None:
             return None
         buf, starts, ends, ids = batch
+        schema_ids = np.unique(ids).tolist()
         result = np.empty(len(values), dtype=np.int64)
-        for schema_id in np.unique(ids).tolist():
-            which = np.flatnonzero(ids == schema_id)
+        for schema_id in schema_ids:
+            which = slice(None) if len(schema_ids) == 1 else np.flatnonzero(ids == schema_id)
             try:
                 read = self.compiled(schema_id)[1]
                 if read is None:

@@ -42,7 +42,9 @@ from kafkasync_source.formats.avro.spark_types import MEMBERS, TIMESTAMP_MICROS_
 
 Column = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], pa.Array]
 """``column(buf, positions, ends, which)``: the values of ``which`` records, moving
-``positions[which]`` past them (never past ``ends[which]``)."""
+``positions[which]`` past them. A column reads within ``buf`` and moves positions forward only;
+:func:`decode_run` then refuses the run if a record's position passed its end (it read into
+its neighbour's bytes), so a column need not check each record's end at each field."""
 _INT64_MAX = 2**63 - 1
 
 
@@ -81,15 +83,18 @@ class Columns:
             raise NotInBatch("a writer union of several types")
         value_index = others[0]
         inner = self.of(action.branches[value_index], arrow_type)
-        count = len(action.branches)
 
         def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
             at = positions[which]
             chosen, sizes = varints(buf, at)
             positions[which] = at + sizes
             present = chosen == value_index
-            if ((chosen < 0) | (chosen >= count)).any() or not (present | np.isin(chosen, nulls)).all():
-                raise NotInBatch("a union index beyond the writer schema")
+            if not present.all():
+                known = present.copy()
+                for null in nulls:
+                    known |= chosen == null
+                if not known.all():
+                    raise NotInBatch("a union index beyond the writer schema, or of a branch not read here")
             values = inner(buf, positions, ends, which[present])
             if present.all():
                 return values
@@ -183,8 +188,8 @@ def _floats(width: int, arrow_type: pa.DataType) -> Column:
 
     def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
         at = positions[which]
-        if len(at) and (at + width > ends[which]).any():
-            raise NotInBatch("a record ends inside a number")
+        if len(at) and at.max() + width > len(buf):  # past its record: decode_run's check of the ends
+            raise NotInBatch("a payload ends inside a number")
         raw = buf[at[:, None] + np.arange(width)]
         positions[which] = at + width
         values = np.ascontiguousarray(raw).view(dtype)[:, 0]
@@ -215,8 +220,8 @@ def _length_prefixed(arrow_type: pa.DataType, utf8: bool) -> Column:
         at = positions[which]
         lengths, sizes = varints(buf, at)
         starts = at + sizes
-        if len(at) and ((lengths < 0).any() or (lengths > ends[which] - starts).any()):
-            raise NotInBatch("a negative length, or one past the record")
+        if len(at) and ((lengths < 0).any() or (lengths > len(buf) - starts).any()):  # a sum could wrap
+            raise NotInBatch("a negative length, or one past the payloads")  # past its record: decode_run
         positions[which] = starts + lengths
         offsets, data = _gathered(buf, starts, lengths, large)
         array = pa.Array.from_buffers(arrow_type, len(at), [None, offsets, data])
@@ -231,8 +236,8 @@ def _length_prefixed(arrow_type: pa.DataType, utf8: bool) -> Column:
 
 def _booleans(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
     at = positions[which]
-    if len(at) and (at >= ends[which]).any():
-        raise NotInBatch("a record ends before a boolean")
+    if len(at) and at.max() >= len(buf):
+        raise NotInBatch("a payload ends before a boolean")
     values = buf[at]
     if (values > 1).any():
         raise NotInBatch("a boolean byte other than 0 or 1")
@@ -243,11 +248,13 @@ def _booleans(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: n
 def _enum(symbols: list) -> Column:
     dictionary = pa.array(symbols, type=pa.string())
     unmapped = np.array([s is None for s in symbols], dtype=bool)
+    some_unmapped = bool(unmapped.any())
 
     def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
         at = positions[which]
         indexes, sizes = varints(buf, at)
-        if len(indexes) and (indexes.min() < 0 or indexes.max() >= len(symbols) or unmapped[indexes].any()):
+        if len(indexes) and (indexes.min() < 0 or indexes.max() >= len(symbols)
+                             or some_unmapped and unmapped[indexes].any()):
             raise NotInBatch("an enum index beyond the writer's symbols, or a symbol the reader lacks")
         positions[which] = at + sizes
         return dictionary.take(pa.array(indexes))
@@ -259,8 +266,8 @@ def _fixed(size: int, arrow_type: pa.DataType) -> Column:
 
     def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
         at = positions[which]
-        if len(at) and (at + size > ends[which]).any():
-            raise NotInBatch("a record ends inside a fixed")
+        if len(at) and at.max() + size > len(buf):
+            raise NotInBatch("a payload ends inside a fixed")
         positions[which] = at + size
         offsets, data = _gathered(buf, at, np.full(len(at), size, dtype=np.int64), large)
         return pa.Array.from_buffers(arrow_type, len(at), [None, offsets, data])
