@@ -398,25 +398,24 @@ def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats:
 
 def _value_decoders(value_format: Any) -> dict[str, Any]:
     """``records -> Arrow column`` of ``value.decode``, as the executors run it (numpy, with its
-    fallback) and as its fallback alone does it (fastavro's reader over the run, then
-    ``pa.array`` over the dicts: how every record was decoded before round 8)."""
+    fallback) and as its fallback alone does it (formats/avro/values.py record by record, then
+    ``pa.array`` over the values: what a schema numpy does not cover costs)."""
     import pyarrow as pa
     from pyspark.sql import types
 
-    from kafkasync_source.formats.avro import _DECODERS, _arrow_values
-    from kafkasync_source.formats.framing import HEADER_BYTES, schema_id
+    from kafkasync_source.formats.avro import _codec
+    from kafkasync_source.formats.framing import schema_id
     from kafkasync_source.spark.schema import arrow_schema
 
     arrow_type = arrow_schema(types.StructType([types.StructField("v", value_format.spark_type())])).field("v").type
     by_numpy = value_format.column_decoder(arrow_type)
-    decoder = _DECODERS[value_format]
-    to_arrow = _arrow_values(decoder.reader_schema)
+    codec = _codec(value_format)
 
-    def by_fastavro(records: list) -> Any:
+    def by_record(records: list) -> Any:
         values = [record.value() for record in records]
-        rows = decoder.decode_run(schema_id(values[0]), [value[HEADER_BYTES:] for value in values])
-        return pa.array([to_arrow(row) for row in rows], type=arrow_type)
-    return {"numpy": by_numpy, "fastavro": by_fastavro}
+        writer = codec.writer(schema_id(values[0]))
+        return pa.array([writer.decode_one(value) for value in values], type=arrow_type)
+    return {"numpy": by_numpy, "per_record": by_record}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
