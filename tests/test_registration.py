@@ -98,7 +98,9 @@ class _DefinitionsBeingRegistered:
 
 def test_register_in_a_pipeline_definition_leaves_the_session_to_discovery(connect_session, warned_afresh):
     """A session-registered Python data source makes spark-pipelines exit 1 after its run
-    (UNKNOWN_RESPONSE): where discovery finds kafkasync, register() there registers nothing."""
+    (UNKNOWN_RESPONSE): where discovery finds kafkasync, register() there registers nothing.
+    (On PySpark < 4.2 it refuses instead, naming the version: checked by hand on 4.1.4, as
+    make test runs 4.3.)"""
     from pyspark.pipelines.block_session_mutations import block_session_mutations
 
     key, value = REDACTION_SETTING.split("=", 1)
@@ -107,9 +109,7 @@ def test_register_in_a_pipeline_definition_leaves_the_session_to_discovery(conne
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         register(connect_session)
-    said = [str(w.message) for w in caught if "kafkasync" in str(w.message)]
-    assert len(said) == 1 and "leaves the session as it is" in said[0], said
-    assert "UNKNOWN_RESPONSE" in said[0]
+    assert not [w for w in caught if "kafkasync" in str(w.message)], "nothing to say: discovery serves it"
     # Found all the same, by the server's discovery (this virtualenv's compat editable install).
     schema = (connect_session.readStream.format("kafkasync").option("kafka.bootstrap.servers", "127.0.0.1:1")
               .option("subscribe", "t").load().schema)

@@ -8,6 +8,7 @@ import uuid
 import warnings
 from typing import Any, Iterator, Optional, Sequence
 
+import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
@@ -206,7 +207,8 @@ def register(spark: SparkSession) -> None:
     PIPELINE``) or on a Connect server that refuses the setting, it registers all the same and
     warns once, saying where to set the regex instead (:data:`REDACTION_SETTING`).
 
-    Inside a pipeline definition, where Spark's discovery finds kafkasync in this Python (the
+    Inside a pipeline definition on PySpark < 4.2 it refuses, naming the version: those runs
+    complete having read nothing (see the error). Where Spark's discovery finds kafkasync in this Python (the
     one ``spark-pipelines`` runs, PYSPARK_PYTHON, which its server's workers run too), the
     pipeline's session gets no registration of its own: a Python data source registered in a
     Connect session sends its planning workers' accumulator updates to that session, Spark
@@ -216,6 +218,14 @@ def register(spark: SparkSession) -> None:
     On a classic session the registration carries the environment entries that Spark's
     streaming source runner would otherwise add to it when a query starts (see
     :data:`STREAMING_RUNNER_ENVIRONMENT`), so that queries started at once cannot corrupt it."""
+    in_pipeline = _in_pipeline_definition()
+    if in_pipeline and _pyspark_line() < (4, 2):
+        raise RuntimeError(
+            f"kafkasync needs PySpark >= 4.2 in a Spark Declarative Pipeline; this is "
+            f"{pyspark.__version__}. Pipelines run streaming tables with an AvailableNow trigger, "
+            f"which a Python data source supports from PySpark 4.2 on (SupportsTriggerAvailableNow); "
+            f"4.1 falls back to a single batch, and kafkasync's first batch there reads nothing: the "
+            f"run completes having written 0 rows.")
     try:
         redact_secret_options(spark)
     except Exception as refused:  # noqa: BLE001 - any refusal: the registration itself must go on
@@ -229,22 +239,26 @@ def register(spark: SparkSession) -> None:
             f"'configuration:', or as --conf '{REDACTION_SETTING}'.")
     if _is_classic(spark):
         _register_with_runner_environment(spark)
-    elif _in_pipeline_definition() and _discoverable():
-        _warn_once(
-            "kafkasync: register() inside a pipeline definition leaves the session as it is: "
-            "Spark's discovery finds format(\"kafkasync\") in this Python. A data source "
-            "registered in the pipeline's session would make spark-pipelines exit 1 after the "
-            "run (UNKNOWN_RESPONSE ... __python_accumulator__); the call can be removed.")
+    elif in_pipeline:
+        _register_in_pipeline(spark)
     else:
-        if _in_pipeline_definition():
-            _warn_once(
-                "kafkasync: Spark's discovery does not find format(\"kafkasync\") in this Python, "
-                "so register() registers it in the pipeline's session; spark-pipelines will then "
-                "exit 1 after the run (UNKNOWN_RESPONSE ... __python_accumulator__), though the "
-                "run writes everything. Install kafkasync so that discovery finds it (not a "
-                "default editable install: --config-settings editable_mode=compat) into the "
-                "Python spark-pipelines runs (PYSPARK_PYTHON), and drop the call.")
         spark.dataSource.register(KafkaSyncDataSource)
+
+
+def _register_in_pipeline(spark: SparkSession) -> None:
+    """Leave the pipeline's session to discovery where discovery finds kafkasync (see
+    :func:`register` on ``UNKNOWN_RESPONSE``): the call is then only the version check, which
+    a definition file may make on purpose. Register it there otherwise, saying what follows."""
+    if _discoverable():
+        return
+    _warn_once(
+        "kafkasync: Spark's discovery does not find format(\"kafkasync\") in this Python, so "
+        "register() registers it in the pipeline's session; spark-pipelines will then exit 1 "
+        "after the run (UNKNOWN_RESPONSE ... __python_accumulator__), though the run writes "
+        "everything. Install kafkasync so that discovery finds it (not a default editable "
+        "install: --config-settings editable_mode=compat) into the Python spark-pipelines runs "
+        "(PYSPARK_PYTHON), and drop the call.")
+    spark.dataSource.register(KafkaSyncDataSource)
 
 
 REDACTION_SETTING = f"spark.sql.redaction.options.regex=(?i)url|{SPARK_OPTIONS_REDACTION_REGEX}"
@@ -290,6 +304,11 @@ def _in_pipeline_definition() -> bool:
     except PySparkRuntimeError:
         return False
     return True
+
+
+def _pyspark_line() -> tuple[int, int]:
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
 
 
 def _discoverable() -> bool:
