@@ -148,6 +148,8 @@ def first(spark: SparkSession, config: dict) -> None:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         committed = {p["batchId"] for p in append.recentProgress if p["numInputRows"]}
+        if cdc.exception() is not None and "injected failure" not in str(cdc.exception()):
+            raise RuntimeError(f"cdc failed otherwise than on purpose: {cdc.exception()}")
         if cdc.exception() is not None and len(committed) >= 3 and append.isActive:
             report("ready-to-kill", {"append_batches": len(committed), "cdc_failure": str(cdc.exception())[:300]})
             time.sleep(3600)  # the test kills the process here, append still running
