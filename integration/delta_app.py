@@ -9,14 +9,14 @@ a job is stopped and started again: kafkasync streams into Delta Lake tables.
   tombstone (``deleted``, with its position): an older event of that id delivered again later
   must not bring the row back.
 
-``first``: both queries start (``append`` first: ``register(spark)`` keeps two runners starting at
-once from racing on the data source's environment, but Spark gives a starting runner only 10 s
-to connect back, too little for two on a busy 2-core machine). The ``cdc`` query fails
-on purpose right after the MERGE of batch ``fail_batch`` committed, before Spark could commit the
-batch to its checkpoint; once that happened and ``append`` has committed a few batches, the app
-says ``ready-to-kill`` and the test kills it (SIGKILL) while ``append`` still runs.
-``restart``: both queries continue from their checkpoints with ``trigger(availableNow=True)``
-(Spark runs ``cdc``'s failed batch again), then the app reports the tables.
+``first``: the ``cdc`` query runs until it fails on purpose right after the MERGE of batch
+``fail_batch`` committed, before Spark could commit the batch to its checkpoint; then ``append``
+runs, and once it has committed a few batches the app says ``ready-to-kill`` and the test kills
+it (SIGKILL) while ``append`` still runs. ``restart``: both continue from their checkpoints with
+``trigger(availableNow=True)`` (Spark runs ``cdc``'s failed batch again), then the app reports
+the tables. One query runs at a time: Spark gives a starting Python source runner 10 s to
+connect back, and one starting beside another query's batches on a busy 2-core machine missed
+it (``register(spark)`` is there all the same: the classic registration).
 
 One ``delta-app <stage> <json>`` line on stdout per step.
 Usage: ``python delta_app.py first|restart CONFIG_JSON`` (bootstrap, topics, work dir, jars).
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -126,45 +127,39 @@ def start_cdc(spark: SparkSession, config: dict, run: str, available_now: bool):
     return writer.start()
 
 
-def _first_batch_started(query) -> None:
-    """Wait until ``query``'s source runs (its first progress) before the next query starts.
-    Spark gives a starting Python source runner 10 s to connect back (PythonWorkerFactory), and
-    two starting at once on a busy 2-core machine missed it."""
-    deadline = time.monotonic() + 300
-    while not query.recentProgress and query.isActive and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if query.exception() is not None:
-        raise RuntimeError(f"{query.name} failed: {query.exception()}")
-
-
 def _version(spark: SparkSession, table: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first().version
 
 
 def first(spark: SparkSession, config: dict) -> None:
-    append = start_append(spark, config, available_now=False)
-    _first_batch_started(append)
+    # One query at a time: Spark gives a starting Python source runner 10 s to connect back
+    # (PythonWorkerFactory), and one starting beside another query's batches on a busy 2-core
+    # machine missed it. The CDC query runs until it fails on purpose, then the append runs.
     cdc = start_cdc(spark, config, "first", available_now=False)
+    try:
+        cdc.awaitTermination(600)
+    except Exception as failure:  # awaitTermination raises the query's exception
+        injected = re.search(r"injected failure after the MERGE of batch \d+", str(failure))
+        if injected is None:
+            raise RuntimeError(f"cdc failed otherwise than on purpose: {failure}") from None
+    else:
+        raise TimeoutError("the cdc query did not fail on purpose within 600 s")
+    append = start_append(spark, config, available_now=False)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        committed = {p["batchId"] for p in append.recentProgress if p["numInputRows"]}
-        if cdc.exception() is not None and "injected failure" not in str(cdc.exception()):
-            raise RuntimeError(f"cdc failed otherwise than on purpose: {cdc.exception()}")
-        if cdc.exception() is not None and len(committed) >= 3 and append.isActive:
-            report("ready-to-kill", {"append_batches": len(committed), "cdc_failure": str(cdc.exception())[:300]})
-            time.sleep(3600)  # the test kills the process here, append still running
         if append.exception() is not None:
             raise RuntimeError(f"append failed: {append.exception()}")
+        committed = {p["batchId"] for p in append.recentProgress if p["numInputRows"]}
+        if len(committed) >= 3 and append.isActive:
+            report("ready-to-kill", {"append_batches": len(committed), "cdc_failure": injected.group(0)})
+            time.sleep(3600)  # the test kills the process here, append still running
         time.sleep(0.2)
-    raise TimeoutError("append did not commit 3 batches, or cdc did not fail, within 600 s")
+    raise TimeoutError("append did not commit 3 batches within 600 s")
 
 
 def restart(spark: SparkSession, config: dict) -> None:
-    append = start_append(spark, config, available_now=True)
-    _first_batch_started(append)
-    cdc = start_cdc(spark, config, "restart", available_now=True)
-    for query in (append, cdc):
-        query.awaitTermination()
+    start_append(spark, config, available_now=True).awaitTermination()
+    start_cdc(spark, config, "restart", available_now=True).awaitTermination()
     appended = spark.read.format("delta").load(os.path.join(config["work"], "append-table"))
     report("append", {"rows": appended.count(), "distinct": appended.select("partition", "offset").distinct().count(),
                       "values": sorted(row.value for row in appended.select("value").collect())})
