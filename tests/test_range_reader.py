@@ -444,16 +444,6 @@ def _held_back_reader(cluster, topic, **extra):
                                          **extra})
 
 
-def _produce_one_batch(cluster, topic, records) -> None:
-    """``records`` in one record batch: the shared producer's 5 ms linger split six records in
-    two on a loaded machine (the full suite), and a fetch then ended before the record a test
-    relies on being queued."""
-    from kafkasync_dev.testing.mock_cluster import produce_confirmed
-
-    producer = cluster.producer({"linger.ms": 10_000})
-    produce_confirmed(producer, topic, records)  # its flush sends the batch
-
-
 def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
     kafka_cluster, topic_factory, pool, monkeypatch, caplog
 ):
@@ -469,7 +459,8 @@ def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
     _requires(kafka_cluster, "rd_kafka_mock_partition_delete_records")
     monkeypatch.setattr(range_reader, "ARROW_BATCH_ROWS", 5)  # the reader yields after 5 records
     topic = topic_factory(1)
-    _produce_one_batch(kafka_cluster, topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
+    # One record batch (MockKafkaCluster.produce): the fetch that brings offset 5 brings 0-4 too.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
     reader = _held_back_reader(kafka_cluster, topic, failOnDataLoss="false")
     batches = reader.read(KafkaRange(topic, 0, 0, 10))
@@ -499,7 +490,8 @@ def test_an_out_of_range_error_after_records_of_the_same_consume_duplicates_none
 
     _requires(kafka_cluster, "rd_kafka_mock_partition_push_request_errors")
     topic = topic_factory(1)
-    _produce_one_batch(kafka_cluster, topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
+    # One record batch (MockKafkaCluster.produce): the fetch that brings offset 5 brings 0-4 too.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
     kafka_cluster.push_partition_request_errors(topic, 0, ApiKey.FETCH, 0, KafkaError.OFFSET_OUT_OF_RANGE)
     reader = _held_back_reader(kafka_cluster, topic)  # failOnDataLoss=true: nothing is lost

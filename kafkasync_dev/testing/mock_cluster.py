@@ -236,9 +236,14 @@ class _Handles:
             self.lib.rd_kafka_destroy(rk)
 
 
-# Producer settings that make bulk test loads fast on the mock.
+# Producer settings that make bulk test loads fast on the mock, and the record batches they write
+# independent of the machine's speed: a batch goes out when it is full (batch.size,
+# batch.num.messages) or at a flush, which overrides linger.ms (librdkafka 1.5.0, CHANGELOG.md),
+# never at a linger that a busy machine lets pass between two produce() calls. With 5 ms, six
+# records produced together became two batches on a loaded machine, and tests that need a
+# record fetched with the one before it (a batch is fetched whole) failed.
 _FAST_PRODUCER = {
-    "linger.ms": 5,
+    "linger.ms": 30_000,
     "batch.num.messages": 10000,
     "batch.size": 1048576,
     "queue.buffering.max.messages": 1000000,
@@ -508,9 +513,12 @@ class MockKafkaCluster:
         self, topic: str, records: Iterable[Record], timeout: float = 60.0
     ) -> List[Tuple[int, int]]:
         """Produce ``records`` (explicit partition and timestamp each), flush,
-        and return ``[(partition, offset)]`` in input order. Raises
-        ``KafkaException`` if any record fails, ``TimeoutError`` if not all are
-        delivered within ``timeout`` seconds (see :func:`produce_confirmed`)."""
+        and return ``[(partition, offset)]`` in input order. Each partition's
+        records of one call are one record batch, up to ``batch.size`` (1 MiB)
+        and ``batch.num.messages`` (10,000), however busy the machine (see
+        ``_FAST_PRODUCER``). Raises ``KafkaException`` if any record fails,
+        ``TimeoutError`` if not all are delivered within ``timeout`` seconds
+        (see :func:`produce_confirmed`)."""
         with self._lock:
             self._mcluster()
             if self._producer is None:
