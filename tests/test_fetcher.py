@@ -338,7 +338,6 @@ def test_a_buffer_of_a_log_that_moved_back_is_not_kept_when_repositioned_inside_
         fetcher.position_at({tp: 0})
         wait_for(lambda: fetcher.snapshot({})[tp].position == 30)
         kafka_cluster.delete_topic(topic)
-        time.sleep(1)
         kafka_cluster.create_topic(topic, 1)
         kafka_cluster.produce(topic, [Record(0, BASE_TS + 1_000 + i, None, b"new") for i in range(10)])
         assert wait_for(fetcher.logs_moved_back) == {tp: (30, 0)}
