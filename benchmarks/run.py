@@ -7,8 +7,9 @@ the same data for every measurement:
    offset and timestamp of every record (the limit for a Python reader here);
 2. kafkasync end to end into Spark's ``noop`` sink, synchronized (default) and
    ``max.task.idle.ms=-1``, measured alternately after a discarded warm-up query;
-3. driver cost per trigger at 8, 64 and 512 partitions, the driver's fetch rate, the batch
-   read, and the stream reader worker's peak RSS by backlog size;
+3. driver cost per trigger at 8, 64 and 512 partitions, the driver's fetch rate, what a task
+   waits for its pooled consumer (``benchmarks/pool_latency.py``), the batch read, and the
+   stream reader worker's peak RSS by backlog size;
 4. the demo's rate-limited backfill at a larger scale: records dropped behind the watermark;
 5. ``format("kafka")`` beside kafkasync on a real broker, when one and the connector are given
    (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``); 7. the time
@@ -155,7 +156,7 @@ def run(args) -> dict[str, Any]:
 
 
 def _measure(args, results: dict[str, Any], workdir: str) -> None:
-    from benchmarks import format_kafka, planner_bench, raw, skew
+    from benchmarks import format_kafka, planner_bench, pool_latency, raw, skew
     from benchmarks.spark_runs import add_listener, batch_read_seconds, run_query
     from benchmarks.workloads import produce_uniform
     from kafkasync_dev.testing import MockKafkaCluster
@@ -209,6 +210,8 @@ def _measure(args, results: dict[str, Any], workdir: str) -> None:
         }
         _log("driver fetch rate (offsets and timestamps only)")
         results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
+        _log("what a task waits for its pooled consumer")
+        results["pool_latency"] = pool_latency.measure()
 
         # 2. Spark: warm-up, then the measured runs in alternating order.
         _log("starting Spark (local[2]); warm-up query")
@@ -327,7 +330,13 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
             "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
         **event_time_targets(results["event_time"]),
+        **{POOL_TARGETS[name]: figure for name, figure in results["pool_latency"]["targets"].items()},
     }
+
+
+POOL_TARGETS = {"resume_s": "pooled consumer: resumed to the records produced meanwhile <= 0.1 s",
+                "four_ranges_at_log_end_s": "pooled consumer: four ranges after prefetches to the log end <= 0.5 s"}
+"""The targets of benchmarks/pool_latency.py, by its figures' names."""
 
 
 def event_time_targets(figures: dict[str, Any]) -> dict[str, Any]:
@@ -419,6 +428,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"≥ 0.85 | {yes('synchronized >= 0.85 x unsynchronized')} |",
         f"| data batches for the backlog with default options (streaming) | {batches(0)} | ≤ 2 | "
         f"{yes('default options read the backlog in <= 2 batches')} |",
+        f"| a pooled range-reader consumer: resumed to the records produced while it waited, s | "
+        f"{results['pool_latency']['resume_s']:.3f} | ≤ 0.1 | {yes(POOL_TARGETS['resume_s'])} |",
+        f"| … four 50-record ranges read with it, each after its prefetch reached the log end, s | "
+        f"{results['pool_latency']['four_ranges_at_log_end_s']:.3f} | ≤ 0.5 | "
+        f"{yes(POOL_TARGETS['four_ranges_at_log_end_s'])} |",
         f"| driver fetch alone (offsets and timestamps into its buffers) | "
         f"{results['driver_fetch_rps']:,.0f} rec/s = {_ratio(results['driver_fetch_rps'], raw_rps):.2f} × raw | | |",
         f"| batch read `.count()` of the backlog | {results['batch_read_s']:.2f} s = "
