@@ -392,15 +392,16 @@ def test_a_partition_of_heartbeats_idles_and_the_timed_records_flow(spark, kafka
     kafka_cluster.produce(topic, timed)
     with Heartbeats(lambda records: kafka_cluster.produce(topic, records),
                     lambda: Record(0, WRITTEN, None, HEARTBEAT)) as heartbeats:
-        time.sleep(0.5)  # heartbeats buffered before the query starts
+        heartbeats.wait_for(5)  # heartbeats there before the query starts
+        before = heartbeats.count
         stream = reader(spark, kafka_cluster.bootstrap_servers, topic, **{
             "eventTime.jsonPath": "$.ts", "eventTime.onInvalid": "skip", "max.task.idle.ms": 1000,
             "eventTime.order": order})
-        rows, query = event_time_rows(stream, tmp_path / "cp", timeout_s=20,
+        rows, query = event_time_rows(stream, tmp_path / "cp",
                                       done=lambda rows: sum(row.partition == 1 for row in rows) >= 6)
         planned = [as_json(p["sources"][0]["latestOffset"]).get("planning") for p in query.recentProgress]
         query.stop()
-    assert not heartbeats.failures and heartbeats.count >= 10, "heartbeats kept arriving while the query ran"
+    assert not heartbeats.failures and heartbeats.count > before, "heartbeats kept arriving while the query ran"
     assert sorted(row.event for row in rows if row.partition == 1) == [T + i for i in range(6)]
     heartbeats_read = [row.event for row in rows if row.partition == 0]
     assert heartbeats_read and set(heartbeats_read) == {None}, "heartbeats are read, with no time"

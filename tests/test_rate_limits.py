@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime
 
 import pytest
 from pyspark.sql import functions as F
@@ -141,7 +142,7 @@ def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
     batches: dict[int, tuple[float, int]] = {}
 
     def sink(frame, batch_id):
-        batches[batch_id] = (time.monotonic(), frame.count())
+        batches[batch_id] = (time.time(), frame.count())
 
     query = (spark.readStream.format("kafkasync")
              .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
@@ -155,13 +156,19 @@ def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
         while not any(rows for _, rows in batches.values()):
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
-        first_at = max(at for at, rows in batches.values() if rows)  # never held: the first batch
+        first = max(batch for batch, (_, rows) in batches.items() if rows)  # never held: the first batch
         kafka_cluster.produce(topic, [Record(0, base + 100 + i, None, b"v") for i in range(10)])
         while sum(rows for _, rows in batches.values()) < 30:
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
         second_at = max(at for at, rows in batches.values() if rows)
-        assert second_at - first_at >= 1.5, "10 < 1000 new offsets: held for maxTriggerDelay"
+        # The delay runs from the first batch's planning, which comes after its trigger began
+        # (the progress' timestamp), and the second batch's rows reach the sink after it is
+        # planned: 2 s at least however long each batch took. (From the first batch's rows in
+        # the sink, a first batch slower than the second by half a second made it 1.5 s.)
+        first_trigger = next(p for p in query.recentProgress if p.batchId == first).timestamp
+        first_began = datetime.fromisoformat(first_trigger.replace("Z", "+00:00")).timestamp()
+        assert second_at - first_began >= 2.0, "10 < 1000 new offsets: held for maxTriggerDelay"
     finally:
         query.stop()
 

@@ -31,14 +31,16 @@ class CapturedQuery:
         for key, value in {"startingOffsets": "earliest", **options}.items():
             reader = reader.option(key, str(value))
         rows = reader.load().selectExpr("topic", "partition", "offset", "unix_millis(timestamp) AS ts")
+        self.first_data_at: float | None = None
+        # Before start(): the query's first trigger (where an idle partition's wait begins) may
+        # run before start() returns to Python on a busy machine, never before this.
+        self.started = time.monotonic()
         self.query = (
             rows.writeStream.foreachBatch(self._sink)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="200 milliseconds")
             .start()
         )
-        self.started = time.monotonic()
-        self.first_data_at: float | None = None
 
     def _sink(self, frame, batch_id):
         rows = [tuple(r) for r in frame.collect()]
