@@ -83,6 +83,7 @@ def spark_connect_port() -> int:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, spark_connect_port):
+    from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
     from kafkasync_dev.testing.spark import local_spark_session
 
     session = local_spark_session(
@@ -100,7 +101,10 @@ def spark(tmp_path_factory, spark_connect_port):
         },
     )
     try:
-        yield session
+        # Spark's fixed 10 s for a streaming source's worker to start, which a busy machine
+        # misses before any kafkasync code runs (kafkasync_dev/testing/query_start.py).
+        with surviving_slow_worker_starts():
+            yield session
     finally:
         session.stop()
 
