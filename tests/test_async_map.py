@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.http_service import LookupService, fetch, lookup_path
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source import AsyncMetrics, Retry, async_map
 from kafkasync_source.spark.source import register
 
@@ -267,7 +268,7 @@ def test_streaming_enrichment_restarts_without_losing_or_duplicating_rows(
     def wait_until(query, done) -> None:
         """Poll ``query``'s progress (not the sink: reading it would be a Spark job of its own
         competing for the 2 cores) until ``done(progress list)``."""
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + PATIENCE_S
         while not done(query.recentProgress):
             if query.exception() is not None:
                 raise query.exception()
@@ -319,8 +320,8 @@ def test_streaming_metrics_add_up_every_batchs_observed_metrics(spark, kafka_clu
     sink = f"async_metrics_{uuid.uuid4().hex[:8]}"
     query = (async_map(stream, double, returns="n long", metrics=metrics).writeStream.format("memory")
              .queryName(sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    query.awaitTermination(120)
-    deadline = time.monotonic() + 30  # the listener gets each batch's progress a moment after it
+    query.awaitTermination(PATIENCE_S)
+    deadline = time.monotonic() + PATIENCE_S  # the listener gets each batch's progress a moment after it
     while metrics.batches < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
 

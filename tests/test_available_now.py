@@ -15,6 +15,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.autostop import _main
 from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states
@@ -571,7 +572,7 @@ class AvailableNowQuery:
         if self._on_batch is not None:
             self._on_batch(batch_id)
 
-    def wait(self, timeout=90):
+    def wait(self, timeout=PATIENCE_S):
         finished = self.query.awaitTermination(timeout)
         assert finished, "an AvailableNow run must end by itself"
         return self
@@ -616,7 +617,7 @@ def test_spark_failure_restart_stops_at_the_same_target_exactly_once_then_next_r
 
     first = AvailableNowQuery(registered, kafka_cluster, checkpoint, on_batch=fail_third_batch, **options)
     with pytest.raises(StreamingQueryException, match="injected failure"):
-        first.query.awaitTermination(90)
+        first.query.awaitTermination(PATIENCE_S)
     target = read_stop_offsets({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers,
                                 "subscribe": topic, **durable})
     assert target.state == RUNNING

@@ -6,6 +6,7 @@ import time
 from confluent_kafka import Consumer
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.executor.consumer_pool import POOL, set_fetching
 from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
@@ -82,7 +83,7 @@ def test_a_consumer_taken_from_the_pool_fetches_where_it_stopped_and_is_woken_by
     set_fetching(consumer, True)
     assert _MovesNoted.moves == [("resume", [0]), ("seek", (0, 10))]
     offsets: list[int] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     while len(offsets) < 10 and time.monotonic() < deadline:
         offsets += [m.offset() for m in consumer.consume(num_messages=10 - len(offsets), timeout=0.05)
                     if m.error() is None]

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.fetcher import KafkaSyncFetchError
 from kafkasync_source.driver.sync_driver import SyncDriver
@@ -35,7 +36,7 @@ def driver_for(cluster, **extra):
     return SyncDriver(options)
 
 
-def advance(driver, start, until, timeout=60.0):
+def advance(driver, start, until, timeout=PATIENCE_S):
     """Call next_offset like Spark does (each end is the next start) until ``until(offset)``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -66,15 +67,15 @@ def test_a_deleted_topic_with_unread_records_is_reported_gone(kafka_cluster, top
         start = advance(driver, start, buffered(driver, gone, 20))
         kafka_cluster.delete_topic(doomed)
         # Reported within seconds (metadata on the discovery cadence, 200 ms), not at librdkafka's
-        # next metadata refresh (5 min): advance's 60 s deadline tells the two apart however busy
-        # the machine (a separate 20 s bound was a speed).
+        # next metadata refresh (5 min): a 2 min deadline tells the two apart however busy the
+        # machine (a separate 20 s bound was a speed).
         if fail_on_data_loss:
             with pytest.raises(KafkaSyncDataLossError,
                                match=rf"{doomed}-0 \(next offset 0, log end 20\) no longer exist.*"
                                      r"failOnDataLoss=false"):
-                advance(driver, start, lambda _: False)
+                advance(driver, start, lambda _: False, timeout=120)
         else:
-            start = advance(driver, start, lambda offset: gone not in offset.partitions)
+            start = advance(driver, start, lambda offset: gone not in offset.partitions, timeout=120)
             assert set(start.partitions) == {TopicPartition(empty, 0)}
             kafka_cluster.produce(empty, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
             start = advance(driver, start, lambda offset: offset.next_offsets()[TopicPartition(empty, 0)] == 3)

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.metrics.listener import (
     KafkaSyncListener,
     emit_event_time_lag_ms,
@@ -162,7 +163,7 @@ def start_query(spark, bootstrap, topic, checkpoint, **options):
             .trigger(processingTime="200 milliseconds").start())
 
 
-def wait_for(query, condition, timeout=60.0):
+def wait_for(query, condition, timeout=PATIENCE_S):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if query.exception() is not None:
@@ -302,7 +303,7 @@ def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_onc
     try:
         fresh_cluster.push_request_errors(ApiKey.OFFSET_COMMIT, group_authorization_failed)
         committer.commit(SyncOffset({tp: PartitionOffset(3, 7)}))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while committer.failures == 0 and time.monotonic() < deadline:
             committer.serve_callbacks(0.1)
         assert committer.failures == 1

@@ -18,11 +18,12 @@ from confluent_kafka import (
 )
 
 from kafkasync_dev.testing import ApiKey, MockClusterError, MockKafkaCluster, Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 
 BASE_TS = 1_700_000_000_000  # 2023-11-14, ms
 
 
-def _consume_exactly(consumer: Consumer, n: int, timeout: float = 30.0):
+def _consume_exactly(consumer: Consumer, n: int, timeout: float = PATIENCE_S):
     """Consume ``n`` records (ignoring transient error events) or fail."""
     out = []
     deadline = time.monotonic() + timeout

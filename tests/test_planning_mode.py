@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from kafkasync_dev.testing import ApiKey, Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.record_probe import ProbedRecords, RecordProbe
 from kafkasync_source.driver.time_index import TimeIndexReader
@@ -35,7 +36,7 @@ def reader_for(cluster, topic, **options) -> KafkaSyncStreamReader:
     return KafkaSyncStreamReader(parsed, kafka_schema(False))
 
 
-def first_batch(reader, timeout: float = 30.0) -> dict:
+def first_batch(reader, timeout: float = PATIENCE_S) -> dict:
     start = reader.initialOffset()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -154,7 +155,7 @@ def test_auto_asks_the_index_again_after_1_2_4_8_batches_planned_from_fetched_ti
         index = reader._sync_driver()._time_index.reader
         for batch in range(1, 21):
             rounds = index.rounds
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + PATIENCE_S
             while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) == start:
                 assert time.monotonic() < deadline, f"no batch {batch}"
                 time.sleep(0.05)

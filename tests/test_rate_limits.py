@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_dev.testing.backfills import MINUTE_MS, SHAPES
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.rate_limit import proportional_ends
 from kafkasync_source.spark.source import register
@@ -68,7 +69,7 @@ def run_windowed_count(spark, bootstrap, topics, checkpoint, trigger=None, **opt
     query = (counts.writeStream.format("noop").outputMode("update")
              .option("checkpointLocation", str(checkpoint))
              .trigger(**(trigger or {"availableNow": True})).start())
-    query.awaitTermination(240)
+    query.awaitTermination(PATIENCE_S)
     assert not query.isActive, "the bounded run did not finish"
     progress = [json.loads(p.json) for p in query.recentProgress]
     dropped = sum(op.get("numRowsDroppedByWatermark", 0)
@@ -152,7 +153,7 @@ def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
              .option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while not any(rows for _, rows in batches.values()):
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
@@ -218,7 +219,7 @@ def test_same_data_same_batches_with_a_slow_broker(spark, fresh_cluster, tmp_pat
                  .options(**{k: str(v) for k, v in options.items()})
                  .load().writeStream.format("noop")
                  .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE_S
         while sum(p["numInputRows"] for p in map(lambda q: json.loads(q.json), query.recentProgress)) < 400:
             assert time.monotonic() < deadline and query.exception() is None
             if "availableNow" in trigger and not query.isActive:

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.driver.record_probe import _MOST_FOLLOWING, RecordProbe
 from kafkasync_source.planning.index_planner import IndexCannotAnswer
 from kafkasync_source.planning.planner import TopicPartition
@@ -224,7 +225,7 @@ def _twenty_capped_batches(kafka_cluster, topic: str, **options: str) -> tuple[l
         index = reader._sync_driver()._time_index
         for batch in range(1, 21):
             rounds = index.records.rounds if index is not None else 0
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + PATIENCE_S
             while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) == start:
                 assert time.monotonic() < deadline, f"no batch {batch}"
                 time.sleep(0.05)

@@ -40,6 +40,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from kafkasync_dev.testing.patience import PATIENCE_S
+
 __all__ = ["ApiKey", "MockClusterError", "MockKafkaCluster", "MockRequest", "Record", "librdkafka_path"]
 
 Headers = Union[Sequence[Tuple[str, Optional[bytes]]], Mapping[str, Optional[bytes]], None]
@@ -395,7 +397,7 @@ class MockKafkaCluster:
     # ------------------------------------------------------------------ topics
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication: int = 1, timeout: float = 10.0
+        self, name: str, partitions: int = 1, replication: int = 1, timeout: float = PATIENCE_S
     ) -> None:
         """Create ``name`` through the mock API and wait until client metadata
         shows all its partitions with a leader."""
@@ -417,7 +419,7 @@ class MockKafkaCluster:
             code = self._lib.rd_kafka_mock_topic_delete(self._mcluster(), name.encode())
         _check(f"delete_topic({name!r})", code)
 
-    def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = 10.0):
+    def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = PATIENCE_S):
         """Poll metadata until ``name`` is visible with ``partitions`` led partitions."""
         client = self._metadata_client()
         deadline = time.monotonic() + timeout
