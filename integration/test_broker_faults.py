@@ -77,7 +77,9 @@ def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_
             wait_until(query, lambda: sum(read_pairs(batches).values()) > len(producer.acknowledged) // 2 > 200,
                        what="records before the restart")
             broker.restart()
-        time.sleep(3)
+        # Records written after the second restart too, and over a thousand in all: counted, not
+        # left to how much a busy machine's producer wrote in a 3 s sleep.
+        producer.wait_for_more(max(500, 1_001 - len(producer.acknowledged)))
         acknowledged = producer.stop()
         wait_until(query, lambda: set(read_pairs(batches)) >= set(acknowledged), timeout=120,
                    what="every acknowledged record")
@@ -85,7 +87,6 @@ def test_a_query_streams_through_two_broker_restarts_reading_every_acknowledged_
         producer.stop()
         query.stop()
     counts = read_pairs(batches)
-    assert len(acknowledged) > 1_000
     assert set(acknowledged) <= set(counts) and max(counts.values()) == 1
 
 
