@@ -60,7 +60,7 @@ def surviving_slow_worker_starts() -> Iterator[None]:
     import pytest
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    writers = [DataStreamWriter]
+    writers: list[Any] = [DataStreamWriter]
     with contextlib.suppress(ImportError):  # Spark Connect's client needs grpc, which tests may lack
         from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as ConnectDataStreamWriter
 
