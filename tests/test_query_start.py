@@ -35,7 +35,7 @@ def _starts(*queries: _Query) -> tuple[list[_Query], object]:
 def test_a_query_whose_source_missed_sparks_ten_seconds_is_started_again_saying_so():
     slow, running = _Query(f"{SLOW_WORKER_START}.\n=== Streaming Query ==="), _Query(None)
     begun, start = _starts(slow, slow, running)
-    with pytest.warns(SlowWorkerStartWarning, match=r"attempt [12] of 3.*started again") as warned:
+    with pytest.warns(SlowWorkerStartWarning, match=r"attempt [12] of 5.*started again") as warned:
         assert started(start) is running
     assert begun == [slow, slow, running] and len(warned) == 2
 
@@ -50,7 +50,36 @@ def test_any_other_query_is_the_tests_own(query):
 
 def test_a_source_that_never_connects_back_fails_after_the_last_attempt():
     slow = _Query(SLOW_WORKER_START)
-    begun, start = _starts(slow, slow, slow, _Query(None))
+    begun, start = _starts(*[slow] * 5, _Query(None))
     with pytest.warns(SlowWorkerStartWarning):
         assert started(start) is slow
-    assert len(begun) == 3
+    assert len(begun) == 5
+
+
+def test_a_sink_that_cannot_recover_starts_over_where_the_failed_attempt_left_only_an_empty_offsets_log(tmp_path):
+    """A memory sink refuses a checkpoint whose offsets directory exists; the failed attempt
+    made it, empty. One that holds a batch is never removed."""
+    offsets = tmp_path / "cp" / "offsets"
+    offsets.mkdir(parents=True)
+    running = _Query(None)
+    calls = []
+
+    def start():
+        calls.append(offsets.exists())
+        if len(calls) == 1:
+            return _Query(SLOW_WORKER_START)
+        if offsets.exists():
+            raise RuntimeError(f"This query does not support recovering from checkpoint location. "
+                               f"Delete {offsets} to start over.")
+        return running
+
+    with pytest.warns(SlowWorkerStartWarning):
+        assert started(start) is running
+    assert calls == [True, True, False]
+
+    offsets.mkdir()
+    (offsets / "0").write_text("v1")
+    del calls[:]
+    with pytest.warns(SlowWorkerStartWarning), pytest.raises(RuntimeError, match="does not support recovering"):
+        started(start)
+    assert (offsets / "0").exists()

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import re
+import shutil
 import time
 import warnings
 from typing import Any, Callable, Iterator
 
 SLOW_WORKER_START = "Python worker failed to connect back"
 """Spark's error when the source's worker missed its 10 s (``failedToConnectBackPythonWorkerError``)."""
-ATTEMPTS = 3
+ATTEMPTS = 5
 _INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
 """A query's status until its sources run (``StreamExecution``, ``ProgressContext``)."""
 
@@ -39,7 +42,7 @@ def started(start: Callable[[], Any], attempts: int = ATTEMPTS, initializing_s: 
     """``start()``'s query once its sources run (or it ended), started again where Spark's
     start of the source's worker timed out before anything was planned."""
     for attempt in range(1, attempts + 1):
-        query = start()
+        query = start() if attempt == 1 else _start_over(start)
         deadline = time.monotonic() + initializing_s
         while query.isActive and query.status["message"] in _INITIALIZING and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -51,6 +54,21 @@ def started(start: Callable[[], Any], attempts: int = ATTEMPTS, initializing_s: 
                 f"the query's source did not connect back to Spark within its fixed 10 s (attempt {attempt} of "
                 f"{attempts}, nothing planned): started again"), stacklevel=2)
     return query
+
+
+def _start_over(start: Callable[[], Any]) -> Any:
+    """``start()`` again after an attempt that planned nothing. A sink that cannot recover from
+    a checkpoint (``memory``) refuses one whose ``offsets`` directory exists, which that attempt
+    created (``ResolveWriteToStream``): an empty one goes, and the query starts over."""
+    try:
+        return start()
+    except Exception as refused:
+        created = re.search(r"Delete (\S+/offsets) to start over", str(refused))
+        if created is None or not os.path.isdir(created[1]) or any(
+                not name.startswith(".") for name in os.listdir(created[1])):
+            raise
+        shutil.rmtree(created[1])
+        return start()
 
 
 @contextlib.contextmanager
