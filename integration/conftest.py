@@ -326,7 +326,7 @@ def spark_kafka_connector_jars() -> str:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
-    from kafkasync_dev.testing.spark import local_spark_session
+    from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
 
     # No setting gives a starting Python worker longer: Spark 4.x waits a fixed 10 s for the
     # driver-side worker of a Python streaming source to connect back (PythonWorkerFactory.
@@ -345,6 +345,7 @@ def spark(tmp_path_factory):
         extra["spark.jars"] = ",".join(filter(None, (jars, avro)))
     session = local_spark_session(
         "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
+        worker_python=workers_on_the_installed_pyspark(str(tmp_path_factory.mktemp("spark-python"))),
     )
     try:
         with surviving_slow_worker_starts():
