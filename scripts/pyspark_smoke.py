@@ -18,7 +18,7 @@ import pyspark
 from kafkasync_dev.testing import MockKafkaCluster, Record
 from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_dev.testing.query_start import started
-from kafkasync_dev.testing.spark import local_spark_session
+from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
 
 BASE_TS = 1_700_000_000_000
 _SCHEMA = "partition INT, offset BIGINT"
@@ -62,7 +62,8 @@ def main() -> int:
         topic = "smoke"
         cluster.create_topic(topic, 2)
         cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(100)])
-        spark = local_spark_session(f"kafkasync-smoke-{version}", os.path.join(work, "warehouse"))
+        spark = local_spark_session(f"kafkasync-smoke-{version}", os.path.join(work, "warehouse"),
+                                    worker_python=workers_on_the_installed_pyspark(work))
         try:
             bootstrap = cluster.bootstrap_servers
             checkpoint, output = os.path.join(work, "cp"), os.path.join(work, "out")
