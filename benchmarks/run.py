@@ -5,7 +5,8 @@ the same data for every measurement, then on a real broker:
 
 1. the limit for a Python reader, one confluent-kafka consumer (``benchmarks/raw.py``);
 2. the driver's cost per trigger at 8, 64 and 512 partitions and its fetch rate
-   (``benchmarks/planner_bench.py``);
+   (``benchmarks/planner_bench.py``), and what a task waits for its pooled consumer
+   (``benchmarks/pool_latency.py``);
 3. kafkasync end to end into Spark's ``noop`` sink, synchronized and ``max.task.idle.ms=-1``,
    beside Spark's ceiling for a Python source, and a batch read (``benchmarks/throughput.py``);
 4. the driver's memory by backlog size (``benchmarks/driver_memory.py``);
@@ -35,7 +36,8 @@ import time
 import warnings
 from typing import Any, Optional
 
-from benchmarks import async_bench, driver_memory, event_time, planner_bench, raw, skew, throughput, trigger_cost
+from benchmarks import (async_bench, driver_memory, event_time, planner_bench, pool_latency, raw, skew, throughput,
+                        trigger_cost)
 from benchmarks.harness import results as results_file
 from benchmarks.harness.backlogs import produce_uniform
 from benchmarks.harness.brokers import with_registry
@@ -151,6 +153,8 @@ def _on_the_embedded_cluster(args: argparse.Namespace, results: dict[str, Any]) 
             for count in planner_bench.PARTITION_COUNTS}
         log("driver fetch rate (offsets and timestamps only)")
         results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
+        _log("what a task waits for its pooled consumer")
+        results["pool_latency"] = pool_latency.measure()
 
         log("starting Spark (local[2]); warm-up query")
         spark = session("kafkasync-bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "100000",
@@ -198,7 +202,13 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
             "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
         **event_time_targets(results["event_time"]),
+        **{POOL_TARGETS[name]: figure for name, figure in results["pool_latency"]["targets"].items()},
     }
+
+
+POOL_TARGETS = {"resume_s": "pooled consumer: resumed to the records produced meanwhile <= 0.1 s",
+                "four_ranges_at_log_end_s": "pooled consumer: four ranges after prefetches to the log end <= 0.5 s"}
+"""The targets of benchmarks/pool_latency.py, by its figures' names."""
 
 
 def event_time_targets(figures: dict[str, Any]) -> dict[str, Any]:
@@ -278,6 +288,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"≥ 0.85 | {yes('synchronized >= 0.85 x unsynchronized')} |",
         f"| data batches for the backlog with default options (streaming) | {batches(0)} | ≤ 2 | "
         f"{yes('default options read the backlog in <= 2 batches')} |",
+        f"| a pooled range-reader consumer: resumed to the records produced while it waited, s | "
+        f"{results['pool_latency']['resume_s']:.3f} | ≤ 0.1 | {yes(POOL_TARGETS['resume_s'])} |",
+        f"| … four 50-record ranges read with it, each after its prefetch reached the log end, s | "
+        f"{results['pool_latency']['four_ranges_at_log_end_s']:.3f} | ≤ 0.5 | "
+        f"{yes(POOL_TARGETS['four_ranges_at_log_end_s'])} |",
         f"| driver fetch alone (offsets and timestamps into its buffers) | "
         f"{results['driver_fetch_rps']:,.0f} rec/s = {_ratio(results['driver_fetch_rps'], raw_rps):.2f} × raw | | |",
         f"| batch read `.count()` of the backlog | {results['batch_read_s']:.2f} s = "

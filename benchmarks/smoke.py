@@ -3,7 +3,8 @@ so that ``make bench`` cannot break unseen again (CI runs ``make bench-smoke``).
 
 The numbers of a smoke run mean nothing; what is checked is that each benchmark runs end to
 end and returns the figures ``make bench`` and docs/benchmarks.md quote: the planner and driver
-benchmarks on the embedded cluster, and on a real broker (``testing.local_broker.real_broker``)
+benchmarks and what a task waits for its pooled consumer (``pool_latency``) on the embedded
+cluster, and on a real broker (``testing.local_broker.real_broker``)
 the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the bytes a broker sends
 (``broker_bytes --tiny``, plain and transactional), and ``eventTime.field``/``value.decode`` on
 Avro against a registry (``event_time.avro_extraction``). ``--side-by-side`` (run in ``make parity``'s
@@ -48,6 +49,13 @@ def planner() -> None:
                "snapshot_plan_ms", "latest_offset_ms")
         _check("driver path", planner_bench.driver_path_ms(cluster, 8, reps=1),
                "snapshot_plan_ms", "latest_offset_ms")
+
+
+def pool_latency() -> None:
+    from benchmarks import pool_latency as benchmark
+
+    _check("pooled consumer waits", benchmark.measure(reps=1), "resume_s", "four_ranges_at_log_end_s",
+           "targets.resume_s.value", "targets.four_ranges_at_log_end_s.value")
 
 
 def trigger_cost(bootstrap: str) -> None:
@@ -167,7 +175,8 @@ def main() -> int:
         return side_by_side()
     from kafkasync_dev.testing.local_broker import real_broker
 
-    steps: list[tuple[str, Callable[[], None]]] = [("planner", planner), ("Avro", avro_cost)]
+    steps: list[tuple[str, Callable[[], None]]] = [("planner", planner), ("pooled consumer", pool_latency),
+                                                   ("Avro", avro_cost)]
     with real_broker() as (bootstrap, why_not):
         if bootstrap is None:
             print(f"bench-smoke: the real-broker benchmarks are not run: {why_not}", flush=True)

@@ -327,13 +327,15 @@ def spark_kafka_connector_jars() -> str:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from kafkasync_dev.testing.spark import local_spark_session
+    from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
+    from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
 
     # No setting gives a starting Python worker longer: Spark 4.x waits a fixed 10 s for the
     # driver-side worker of a Python streaming source to connect back (PythonWorkerFactory.
     # createSimpleWorker; spark.python.authenticate.socketTimeout covers only the handshake after
     # it, and executors' workers come from the daemon, 60 s). Tests that start a query on a busy
-    # machine leave it the CPU instead (integration/test_three_brokers.py).
+    # machine leave it the CPU (integration/test_three_brokers.py), and a query whose source
+    # missed it before anything was planned is started again (kafkasync_dev/testing/query_start.py).
     extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     jars = spark_kafka_connector_jars()
     if jars:  # format("kafka") beside kafkasync, and from_avro beside it for Avro values
@@ -348,8 +350,10 @@ def spark(tmp_path_factory):
         extra["spark.jars"] = ",".join(filter(None, (jars, avro, protobuf)))
     session = local_spark_session(
         "kafkasync-integration", str(tmp_path_factory.mktemp("spark-warehouse")), extra,
+        worker_python=workers_on_the_installed_pyspark(str(tmp_path_factory.mktemp("spark-python"))),
     )
     try:
-        yield session
+        with surviving_slow_worker_starts():
+            yield session
     finally:
         session.stop()

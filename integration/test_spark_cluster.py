@@ -104,7 +104,7 @@ def test_kafkasync_on_a_standalone_cluster_deployed_as_the_docs_say(kafka_distri
                     results[stage] = json.loads(payload)
                     if stage == "restart-ready":
                         broker.restart()
-                        time.sleep(3)  # records produced after the restart too
+                        producer.wait_for_more(500)  # records produced after the restart too
                         acknowledged = producer.stop()
                         (work / "acknowledged.tmp").write_text(json.dumps(acknowledged))
                         os.rename(work / "acknowledged.tmp", work / "acknowledged.json")

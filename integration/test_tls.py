@@ -14,6 +14,7 @@ in the error, the progress, the offsets or ``explain()``.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -25,10 +26,10 @@ from test_kafkasync_broker import BASE_TS, produce
 from kafkasync_dev.testing.broker import create_topic
 from kafkasync_dev.testing.certificates import make_certificates, make_java_stores
 from kafkasync_dev.testing.local_broker import LocalKafkaBroker, SaslUsers
+from kafkasync_source.kafka.metadata import METADATA_TIMEOUT_S
 from kafkasync_source.spark.source import register
 
 PASSWORD = "tls-scram-s3cret"
-FAILS_WITHIN_S = 15  # loosely: the query fails at its first metadata request (5 s measured)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,11 @@ def fails_fast_naming_the_broker(spark, broker, topic, checkpoint, tls, reason: 
     took = time.monotonic() - began
     message = str(failure.value)
     print(f"\ntls: the query failed after {took:.1f} s")
-    assert took < FAILS_WITHIN_S, f"the query took {took:.1f} s to fail"
+    # "Within seconds": the driver stopped at the first such failure, before its 30 s metadata
+    # timeout, by the time it says it tried (the query's wall clock, under 15 s asserted
+    # before, counted Spark's start on a machine that may be busy; 5 s measured).
+    tried = re.findall(r"\(security.protocol=SASL_SSL\) for (\d+) s", message)
+    assert tried and int(tried[0]) < METADATA_TIMEOUT_S, message[:2000]
     assert broker.sasl_ssl_bootstrap_servers in message, message[:2000]
     assert reason in message, message[:2000]
     assert PASSWORD not in message

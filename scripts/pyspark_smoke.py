@@ -16,7 +16,9 @@ import time
 import pyspark
 
 from kafkasync_dev.testing import MockKafkaCluster, Record
-from kafkasync_dev.testing.spark import local_spark_session
+from kafkasync_dev.testing.patience import PATIENCE_S
+from kafkasync_dev.testing.query_start import started
+from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
 
 BASE_TS = 1_700_000_000_000
 _SCHEMA = "partition INT, offset BIGINT"
@@ -28,17 +30,19 @@ def _stream(spark, bootstrap: str, topic: str, checkpoint: str, output: str, exp
               .option("subscribe", topic).option("startingOffsets", "earliest").load()
               .selectExpr("partition", "offset").writeStream.format("parquet")
               .option("path", output).option("checkpointLocation", checkpoint))
-    query = (writer.trigger(availableNow=True) if available_now
-             else writer.trigger(processingTime="500 milliseconds")).start()
+    # Started again where Spark's fixed 10 s for the source's worker to start ran out before
+    # anything was planned: CI runs this smoke beside other steps (kafkasync_dev/testing/query_start.py).
+    query = started((writer.trigger(availableNow=True) if available_now
+                     else writer.trigger(processingTime="500 milliseconds")).start)
     try:
         if available_now:
-            query.awaitTermination(120)
-        deadline = time.monotonic() + 120
+            query.awaitTermination(PATIENCE_S)
+        deadline = time.monotonic() + PATIENCE_S
         while _rows(spark, output) < expected:
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception())[:2000])
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{_rows(spark, output)} of {expected} rows after 120 s")
+                raise RuntimeError(f"{_rows(spark, output)} of {expected} rows after {PATIENCE_S:.0f} s")
             time.sleep(0.5)
     finally:
         query.stop()
@@ -58,7 +62,8 @@ def main() -> int:
         topic = "smoke"
         cluster.create_topic(topic, 2)
         cluster.produce(topic, [Record(i % 2, BASE_TS + i, None, b"v") for i in range(100)])
-        spark = local_spark_session(f"kafkasync-smoke-{version}", os.path.join(work, "warehouse"))
+        spark = local_spark_session(f"kafkasync-smoke-{version}", os.path.join(work, "warehouse"),
+                                    worker_python=workers_on_the_installed_pyspark(work))
         try:
             bootstrap = cluster.bootstrap_servers
             checkpoint, output = os.path.join(work, "cp"), os.path.join(work, "out")

@@ -83,7 +83,8 @@ def spark_connect_port() -> int:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, spark_connect_port):
-    from kafkasync_dev.testing.spark import local_spark_session
+    from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
+    from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
 
     session = local_spark_session(
         "kafkasync-tests",
@@ -98,9 +99,15 @@ def spark(tmp_path_factory, spark_connect_port):
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(spark_connect_port),
         },
+        # Workers that import the installed pyspark: a third of the CPU a start takes from
+        # Spark's zip, where a busy machine missed the 10 s Spark gives a source's worker.
+        worker_python=workers_on_the_installed_pyspark(str(tmp_path_factory.mktemp("spark-python"))),
     )
     try:
-        yield session
+        # Spark's fixed 10 s for a streaming source's worker to start, which a busy machine
+        # misses before any kafkasync code runs (kafkasync_dev/testing/query_start.py).
+        with surviving_slow_worker_starts():
+            yield session
     finally:
         session.stop()
 

@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from collections import defaultdict
+from typing import Callable
 
 import pytest
 
@@ -110,15 +111,32 @@ def test_window_is_not_drained_at_batch_boundaries():
 
 
 def test_memory_is_bounded_by_the_window_behind_a_slow_head():
-    probe = Probe(delay=lambda row: 0.3 if row["id"] == 0 else 0.001)
+    """Row 0 runs until the test lets it finish, not for a time a busy machine could outlast:
+    the mapper is looked at once rows 1-13 are finished behind it and it has had a hundred turns
+    of the event loop to pull more (an event loop turn, not a duration, is what it needs)."""
+    head_released = asyncio.Event()
+
+    async def fn(row):
+        if row["id"] == 0:
+            await head_released.wait()
+        return await probe(row)
+
+    probe = Probe(delay=lambda row: 0.001)
     source = Source(rows(400), 4)
 
     async def main():
-        mapper = AsyncMapper(probe, source.__aiter__(), max_in_flight=10, timeout=None, retry=NO_RETRY_WAIT,
+        mapper = AsyncMapper(fn, source.__aiter__(), max_in_flight=10, timeout=None, retry=NO_RETRY_WAIT,
                              ordering="input", key=None, on_failure="keep")
         mapper.start()
-        await asyncio.sleep(0.15)  # row 0 still running; everything after it is finished and held
+        async def rows_finished_behind_the_head(count: int) -> None:
+            while sum(probe.attempts.values()) - probe.active < count:
+                await asyncio.sleep(0.001)
+
+        await asyncio.wait_for(rows_finished_behind_the_head(13), timeout=30)
+        for _ in range(100):
+            await asyncio.sleep(0)
         pulled_while_blocked = source.pulled
+        head_released.set()
         while await mapper.next_chunk() is not None:
             pass
         return pulled_while_blocked
@@ -176,8 +194,22 @@ def test_key_ordering_holds_retries_of_a_row_before_the_next_row_of_its_key():
 
 
 def test_none_ordering_hands_rows_back_as_they_finish():
-    probe = Probe(delay=lambda row: 0.2 if row["id"] == 0 else 0.001)
-    chunks, _ = run(probe, Source(rows(20), 5), max_in_flight=30, ordering="none")
+    """Row 0 finishes once every other row has: an order that does not hang on how long a
+    busy machine took to start the others."""
+    others_finished = asyncio.Event()
+    finished = []
+
+    async def fn(row):
+        if row["id"] == 0:
+            await asyncio.wait_for(others_finished.wait(), timeout=30)
+        result = await probe(row)
+        finished.append(row["id"])
+        if len(finished) == 19:
+            others_finished.set()
+        return result
+
+    probe = Probe(delay=lambda row: 0.001)
+    chunks, _ = run(fn, Source(rows(20), 5), max_in_flight=30, ordering="none")
     positions = [c.position for c in flat(chunks)]
     assert sorted(positions) == list(range(20))
     assert positions[-1] == 0
@@ -196,8 +228,10 @@ def test_transient_failures_are_retried_with_exponential_backoff():
 
 
 def test_a_timeout_is_a_failed_attempt_and_is_retried():
-    probe = Probe(delay=lambda row: 5.0 if probe.attempts[row["id"]] == 1 else 0.001)
-    chunks, counters = run(probe, Source(rows(2), 2), timeout=0.1)
+    """The first attempt never returns; the second returns at once, well inside a timeout no
+    busy machine's scheduling delay reaches (0.1 s did: the second attempt timed out too)."""
+    probe = Probe(delay=lambda row: 3600.0 if probe.attempts[row["id"]] == 1 else 0.001)
+    chunks, counters = run(probe, Source(rows(2), 2), timeout=2.0)
     assert [(c.outcome.status, c.outcome.attempts) for c in flat(chunks)] == [("ok", 2), ("ok", 2)]
     assert (counters.timeouts, counters.retries, counters.calls) == (2, 2, 4)
     assert probe.active == 0, "the timed-out call was cancelled"
@@ -283,19 +317,54 @@ def test_latency_histogram_quantiles_are_within_a_bucket():
 
 
 def test_linger_gathers_rows_finishing_together_into_one_chunk():
-    probe = Probe(delay=lambda row: 0.01 * (row["id"] % 5))
-    eager, _ = run(probe, Source(rows(50), 50), max_in_flight=50)
-    lingering = []
+    """Five waves of rows (``id % 5``), wave k > 0 held until ``gates[k - 1]`` opens. Without
+    linger, each gate opens once the chunk before was handed back: each wave is a chunk of its
+    own only if ``next_chunk`` hands back what is ready without waiting for the calls still
+    running. With linger, the gates open a few event loop turns after wave 0 finished, once the
+    mapper lingers on it (no timer a busy machine could stretch: timed waves 10 ms apart merged
+    into fewer chunks whenever the machine paused the test that long), and the linger gathers
+    all five waves."""
+    linger = 0.5
 
-    async def main():
-        mapper = AsyncMapper(Probe(delay=lambda row: 0.01 * (row["id"] % 5)), Source(rows(50), 50).__aiter__(),
-                             max_in_flight=50, timeout=None, retry=NO_RETRY_WAIT, ordering="input", key=None,
-                             on_failure="keep")
+    async def mapped(gates: list[asyncio.Event], handed_back: Callable[[int], None], linger: float) -> list:
+        async def fn(row):
+            wave = row["id"] % 5
+            if wave:
+                await asyncio.wait_for(gates[wave - 1].wait(), timeout=30)
+            return {"out": row["id"]}
+
+        mapper = AsyncMapper(fn, Source(rows(50), 50).__aiter__(), max_in_flight=50, timeout=None,
+                             retry=NO_RETRY_WAIT, ordering="none", key=None, on_failure="keep")
         mapper.start()
-        while (chunk := await mapper.next_chunk(linger=0.5)) is not None:
-            lingering.append(chunk)
+        chunks = []
+        while (chunk := await mapper.next_chunk(linger=linger)) is not None:
+            chunks.append(chunk)
+            handed_back(len(chunks))
+        return chunks
 
-    asyncio.run(main())
-    assert [c.position for c in flat(lingering)] == list(range(50))
-    assert len(eager) >= 5, "without linger every finishing row wave is its own chunk"
+    async def eager_run() -> list:
+        gates = [asyncio.Event() for _ in range(4)]
+        return await mapped(gates, lambda count: count <= 4 and gates[count - 1].set(), linger=0.0)
+
+    async def lingering_run() -> list:
+        gates = [asyncio.Event() for _ in range(4)]
+
+        async def open_gates_once_lingering() -> None:
+            for _ in range(20):  # wave 0 finishes in the first turns; the mapper then lingers
+                await asyncio.sleep(0)
+            for gate in gates:
+                gate.set()
+
+        opener = asyncio.create_task(open_gates_once_lingering())
+        chunks = await mapped(gates, lambda count: None, linger=linger)
+        await opener
+        return chunks
+
+    eager = asyncio.run(eager_run())
+    assert [sorted(c.position % 5 for c in chunk) for chunk in eager] == [[wave] * 10 for wave in range(5)], \
+        "without linger every finishing row wave is its own chunk"
+    began = time.monotonic()
+    lingering = asyncio.run(lingering_run())
+    assert time.monotonic() - began >= linger, "the first chunk lingered (waves 1-4 were running)"
+    assert sorted(c.position for c in flat(lingering)) == list(range(50))
     assert len(lingering) == 1

@@ -15,6 +15,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.autostop import _main
 from kafkasync_source.driver.bounded_run import AvailableNowRun, bounded_states
@@ -167,10 +168,23 @@ def test_finished_partitions_never_block_and_are_never_waited_for(kafka_cluster,
     # partition 2 is empty: finished from the start
     options = options_for(kafka_cluster, subscribe=topic, **{"max.task.idle.ms": idle_ms,
                                                             "buffered.records.per.partition": 10})
-    began = time.monotonic()
     with Run(options) as run:
+        statuses = set()
+        plan = run.driver.next_offset
+
+        def noting_why(*args, **kwargs):
+            """Every plan of the run, those that waited too: why each partition took part or not."""
+            end = plan(*args, **kwargs)
+            if run.driver.last_cut is not None:
+                statuses.update(decision.status for decision in run.driver.last_cut.partitions.values())
+            return end
+
+        run.driver.next_offset = noting_why
         run.to_end()
-    assert time.monotonic() - began < 4, "no idle waiting inside a bounded run"
+    # What the planner decided, not how long the run took (under 4 s, asserted before, was
+    # the machine's speed as much as the absence of a wait).
+    assert PartitionStatus.IDLE_WAITING not in statuses, "no idle waiting inside a bounded run"
+    assert PartitionStatus.FINISHED in statuses
     assert run.offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 40,
                              TopicPartition(topic, 2): 0}
     assert run.start.enforced_processing_total == 0, "a finished partition is not given up on"
@@ -248,7 +262,9 @@ def test_a_topic_deleted_during_a_run_fails_it_naming_the_topic_and_a_restart_fi
     with Run(options) as first:
         with pytest.raises(KafkaSyncAutostopError, match=r"doomed-0 \(at offset \d+, stop offset 30\) no longer exist"):
             first.to_end(on_batch=delete)
-    assert time.monotonic() - began < 30, "a deleted topic must never make a run wait forever"
+    # Found by the run's existence check (every 2 s), not after kafkaConsumer.pollTimeoutMs
+    # (120 s) without progress: a deadline between the two, not a speed (30 s was one).
+    assert time.monotonic() - began < 90, "a deleted topic must never make a run wait forever"
     with Run(options, start=first.start) as restart:
         restart.to_end()
     assert restart.offsets()[TopicPartition("keep", 0)] == 30
@@ -269,7 +285,9 @@ def test_a_run_that_cannot_fetch_fails_after_poll_timeout_naming_the_partition(f
         with pytest.raises(KafkaSyncAutostopError, match=r"no progress for 1500 ms.*stuck-1 is waiting"):
             while run.step():
                 pass
-        assert time.monotonic() - began < 10
+        # The message says the poll timeout ended it; this, that nothing else held it long (a
+        # metadata look-up of the broker down takes up to 30 s): a deadline, not a speed.
+        assert time.monotonic() - began < 25
 
 
 def test_transient_mode_captures_a_new_target_on_every_start(kafka_cluster, topic_factory):
@@ -554,7 +572,7 @@ class AvailableNowQuery:
         if self._on_batch is not None:
             self._on_batch(batch_id)
 
-    def wait(self, timeout=90):
+    def wait(self, timeout=PATIENCE_S):
         finished = self.query.awaitTermination(timeout)
         assert finished, "an AvailableNow run must end by itself"
         return self
@@ -599,7 +617,7 @@ def test_spark_failure_restart_stops_at_the_same_target_exactly_once_then_next_r
 
     first = AvailableNowQuery(registered, kafka_cluster, checkpoint, on_batch=fail_third_batch, **options)
     with pytest.raises(StreamingQueryException, match="injected failure"):
-        first.query.awaitTermination(90)
+        first.query.awaitTermination(PATIENCE_S)
     target = read_stop_offsets({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers,
                                 "subscribe": topic, **durable})
     assert target.state == RUNNING

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.client_log import LibrdkafkaLog, with_python_logging
 
 
@@ -70,7 +71,7 @@ def test_a_refused_broker_is_logged_once_per_broker_not_once_per_attempt(caplog,
     # librdkafka tries the second bootstrap broker about a second after the first, later on a
     # busy machine: poll until each broker has failed more than once, so that there was a repeat
     # to hold back, however long that takes.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     try:
         with caplog.at_level(logging.DEBUG, logger="test.librdkafka"):
             while min(map(attempts, ports)) < 2 and time.monotonic() < deadline:
@@ -184,14 +185,14 @@ def test_a_client_made_by_kafkasync_writes_nothing_raw_to_stderr():
                                                  "group.id": "g", "reconnect.backoff.ms": 10}}))
         # Until the first failure is written, however long a busy machine takes, then a second
         # of librdkafka's retries (every 10 ms) for it to hold back.
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + {PATIENCE_S}
         while not written.buffer and time.monotonic() < deadline:
             consumer.poll(0.1)
         for _ in range(10):
             consumer.poll(0.1)
         consumer.close()
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PATIENCE_S + 60)
     assert result.returncode == 0, result.stderr
     assert "%3|" not in result.stderr, result.stderr
     logged = [line for line in result.stderr.splitlines() if "Connection refused" in line]

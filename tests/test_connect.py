@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source import AsyncMetrics, KafkaSyncListener, async_map
 from kafkasync_source.spark.source import register
 
@@ -84,10 +85,10 @@ def test_stream_with_the_listener(remote, kafka_cluster, orders, tmp_path):
              .options(**_options(kafka_cluster, orders, maxOffsetsPerTrigger=30)).load()
              .writeStream.format("memory").queryName(sink)
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
+    assert query.awaitTermination(PATIENCE_S)
     assert [p.numInputRows for p in query.recentProgress if p.numInputRows] == [30, 30, 20]
     assert remote.table(sink).count() == 80
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while len({u.batch_id for u in updates}) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert {u.batch_id for u in updates} >= {0, 1, 2}, "the listener got every batch's progress"
@@ -120,10 +121,10 @@ def test_async_map_with_metrics_in_a_stream(remote, kafka_cluster, orders, tmp_p
               .options(**_options(kafka_cluster, orders, maxOffsetsPerTrigger=30)).load().select("offset"))
     query = (async_map(stream, double, returns="n long", metrics=metrics).writeStream.format("noop")
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
+    assert query.awaitTermination(PATIENCE_S)
     per_batch = [metrics.of_batch(p) for p in query.recentProgress if p.numInputRows]
     assert [counts["rows"] for counts in per_batch] == [30, 30, 20]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while metrics.batches < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (metrics.rows, metrics.batches) == (80, 3), "the listener delivered every batch"

@@ -3,7 +3,10 @@ between tasks a live stream's broker answered every pooled consumer's fetch on e
 
 import time
 
+from confluent_kafka import Consumer
+
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.executor.consumer_pool import POOL, set_fetching
 from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
@@ -40,47 +43,80 @@ def test_a_pooled_consumer_fetches_nothing_while_it_waits(kafka_cluster, topic_f
     POOL.close_all()
 
 
-def test_a_consumer_taken_from_the_pool_fetches_at_once_where_it_stopped(kafka_cluster, topic_factory):
-    """A resume alone left librdkafka's fetcher asleep until its next wake-up, up to a second."""
+class _MovesNoted(Consumer):
+    """The real consumer, noting each pause and resume (partitions) and seek (partition, offset)."""
+
+    moves: list = []
+
+    def pause(self, partitions):
+        self.moves.append(("pause", [p.partition for p in partitions]))
+        return super().pause(partitions)
+
+    def resume(self, partitions):
+        self.moves.append(("resume", [p.partition for p in partitions]))
+        return super().resume(partitions)
+
+    def seek(self, partition):
+        self.moves.append(("seek", (partition.partition, partition.offset)))
+        return super().seek(partition)
+
+
+def test_a_consumer_taken_from_the_pool_fetches_where_it_stopped_and_is_woken_by_a_seek(
+        kafka_cluster, topic_factory, monkeypatch):
+    """A resume alone left librdkafka's fetcher asleep until its next wake-up, up to a second:
+    the resume is followed by a seek to where the consumer stands, which wakes it. How soon the
+    records then come is the machine's speed as much as the code's: benchmarks/pool_latency.py
+    measures it (target 0.1 s; a test asserted 0.45 s and failed on a loaded machine, issue 64)."""
+    from kafkasync_source.executor import range_reader
+
     POOL.close_all()
+    monkeypatch.setattr(_MovesNoted, "moves", [])
+    monkeypatch.setattr(range_reader, "_new_consumer",
+                        lambda settings: _MovesNoted(range_reader.with_python_logging(dict(settings))))
     topic = topic_factory(1)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(10)])
     reader = _reader(kafka_cluster, topic)
     assert _offsets(reader, KafkaRange(topic, 0, 0, 10)) == list(range(10))
     consumer = _only_pooled_consumer()
-    time.sleep(0.1)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(10, 20)])
-    started = time.monotonic()
+    del _MovesNoted.moves[:]
     set_fetching(consumer, True)
+    assert _MovesNoted.moves == [("resume", [0]), ("seek", (0, 10))]
     offsets: list[int] = []
-    while len(offsets) < 10 and time.monotonic() - started < 5:
+    deadline = time.monotonic() + PATIENCE_S
+    while len(offsets) < 10 and time.monotonic() < deadline:
         offsets += [m.offset() for m in consumer.consume(num_messages=10 - len(offsets), timeout=0.05)
                     if m.error() is None]
-    waited = time.monotonic() - started
     assert offsets == list(range(10, 20))
-    assert waited < 0.45, f"{waited:.2f} s to the first records after a resume"
     set_fetching(consumer, False)
     POOL.close_all()
 
 
-def test_a_pooled_consumer_whose_prefetch_reached_the_log_end_reads_the_next_range_at_once(
-    kafka_cluster, topic_factory
+def test_a_pooled_consumer_whose_prefetch_reached_the_log_end_reads_the_next_ranges(
+    kafka_cluster, topic_factory, monkeypatch
 ):
     """Its prefetch reached the log end, where the broker holds a fetch until records arrive
     or fetch.wait.max.ms passes; that fetch is still in flight when a task takes the consumer
     again, and the fetch from the next range's start waits for it. At librdkafka's default
-    (500 ms) each of these ranges took half a second (510 ms on Kafka 4.3.1 too)."""
+    (500 ms) each of these ranges took half a second (510 ms on Kafka 4.3.1 too): the reader
+    sets its own, which this shows; how long four such ranges take, benchmarks/pool_latency.py
+    (target 0.5 s; a test asserted 1 s and failed on a loaded machine, issue 64)."""
+    from kafkasync_source.executor import range_reader
+
     POOL.close_all()
+    created: list[dict] = []
+    real = range_reader._new_consumer
+    monkeypatch.setattr(range_reader, "_new_consumer", lambda settings: created.append(dict(settings)) or real(settings))
     topic = topic_factory(1)
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(300)])
     reader = _reader(kafka_cluster, topic)
     assert _offsets(reader, KafkaRange(topic, 0, 0, 100)) == list(range(100))
-    reused_before, started = POOL.reused, time.monotonic()
+    reused_before = POOL.reused
     for start in (100, 150, 200, 250):
         assert _offsets(reader, KafkaRange(topic, 0, start, start + 50)) == list(range(start, start + 50))
-    waited = time.monotonic() - started
     assert POOL.reused - reused_before == 4  # one consumer, taken from the pool for each range
-    assert waited < 1.0, f"{waited:.2f} s for four 50-record ranges of a pooled consumer"
+    (settings,) = created
+    assert int(settings["fetch.wait.max.ms"]) <= 50, "a fetch held at the log end delays the next range that long"
     POOL.close_all()
 
 

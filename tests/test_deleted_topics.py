@@ -13,6 +13,7 @@ import time
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.fetcher import KafkaSyncFetchError
 from kafkasync_source.driver.sync_driver import SyncDriver
@@ -35,7 +36,7 @@ def driver_for(cluster, **extra):
     return SyncDriver(options)
 
 
-def advance(driver, start, until, timeout=30.0):
+def advance(driver, start, until, timeout=PATIENCE_S):
     """Call next_offset like Spark does (each end is the next start) until ``until(offset)``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -65,18 +66,19 @@ def test_a_deleted_topic_with_unread_records_is_reported_gone(kafka_cluster, top
         start = driver.initial_offset()
         start = advance(driver, start, buffered(driver, gone, 20))
         kafka_cluster.delete_topic(doomed)
-        began = time.monotonic()
+        # Reported within seconds (metadata on the discovery cadence, 200 ms), not at librdkafka's
+        # next metadata refresh (5 min): a 2 min deadline tells the two apart however busy the
+        # machine (a separate 20 s bound was a speed).
         if fail_on_data_loss:
             with pytest.raises(KafkaSyncDataLossError,
                                match=rf"{doomed}-0 \(next offset 0, log end 20\) no longer exist.*"
                                      r"failOnDataLoss=false"):
-                advance(driver, start, lambda _: False)
+                advance(driver, start, lambda _: False, timeout=120)
         else:
-            start = advance(driver, start, lambda offset: gone not in offset.partitions)
+            start = advance(driver, start, lambda offset: gone not in offset.partitions, timeout=120)
             assert set(start.partitions) == {TopicPartition(empty, 0)}
             kafka_cluster.produce(empty, [Record(0, BASE_TS + i, None, b"v") for i in range(3)])
             start = advance(driver, start, lambda offset: offset.next_offsets()[TopicPartition(empty, 0)] == 3)
-        assert time.monotonic() - began < 20, "a deleted topic must be reported within seconds"
     finally:
         driver.close()
 
@@ -110,7 +112,6 @@ def test_a_topic_recreated_below_the_query_position_is_data_loss(kafka_cluster, 
     try:
         start = advance(driver, driver.initial_offset(), lambda offset: offset.next_offsets()[tp] == 30)
         kafka_cluster.delete_topic(topic)
-        time.sleep(1)
         kafka_cluster.create_topic(topic, 1)
         kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"new") for i in range(10)])
         if fail_on_data_loss:
@@ -149,4 +150,4 @@ def test_reading_a_range_of_a_deleted_topic_ends_in_seconds_not_after_poll_timeo
             list(reader.read(KafkaRange(topic, 0, 0, 10)))
     else:
         assert list(reader.read(KafkaRange(topic, 0, 0, 10))) == []
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 60, "ended by the partition's check, not by the 120 s poll timeout"

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from property_budget import examples
 
 from kafkasync_dev.testing import extractors
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.event_time import (
     KAFKA_TIMESTAMP,
@@ -416,7 +417,7 @@ def test_a_forked_worker_runs_a_watchdog_of_its_own():
     child = context.Process(target=_watchdog_running_in_a_forked_child, args=(answer,))
     child.start()
     try:
-        assert answer.get(timeout=30) == [True]
+        assert answer.get(timeout=PATIENCE_S) == [True]
     finally:
         child.join(30)
 
@@ -428,7 +429,7 @@ def test_an_extractor_that_does_not_return_is_named_while_it_runs(monkeypatch, c
     taking = threading.Thread(target=seam.time_of, args=(record(b"{}", offset=41, timestamp=(1, T)),))
     taking.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while not stalled_extractions(0.05) and time.monotonic() < deadline:
             time.sleep(0.01)
         named = ("eventTime.extractor 'kafkasync_dev.testing.extractors:waits_for_release' has been taking the "

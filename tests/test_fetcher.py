@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.driver import fetcher as fetcher_module
 from kafkasync_source.driver.fetcher import DriverFetcher, KafkaSyncFetchError, readable_end
 from kafkasync_source.event_time import EventTimeOptions, RecordTime, record_time
@@ -19,7 +20,7 @@ from kafkasync_source.planning.planner import TopicPartition
 BASE_TS = 1_700_000_000_000
 
 
-def wait_for(condition, timeout=15.0):
+def wait_for(condition, timeout=PATIENCE_S):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = condition()
@@ -94,7 +95,7 @@ def test_unknown_end_offset_until_the_first_fetch_answers(fresh_cluster):
         first = fetcher.snapshot({})[tp]
         assert first.end_offset is None and len(first.offsets) == 0
         arrived = wait_for(lambda: (s := fetcher.snapshot({})[tp]).end_offset == 1 and len(s.offsets) and s,
-                           timeout=30)
+                           timeout=PATIENCE_S)
         assert arrived.offsets.tolist() == [0]
     finally:
         fetcher.close()
@@ -145,7 +146,7 @@ def test_whatever_ends_the_fetch_thread_fails_the_next_snapshot_naming_the_recor
         fetcher.position_at({tp: 0})
         with pytest.raises(KafkaSyncFetchError,
                            match=rf"stopped at {topic}-0 offset 3: MemoryError: no room") as failed:
-            wait_for(lambda: fetcher.snapshot({}) and False, timeout=15)
+            wait_for(lambda: fetcher.snapshot({}) and False)
         assert isinstance(failed.value.__cause__, MemoryError)
         with pytest.raises(KafkaSyncFetchError):  # and every trigger after it
             fetcher.snapshot({})
@@ -246,7 +247,7 @@ def test_a_resume_during_an_inflight_consume_loses_no_record(kafka_cluster, topi
         fetcher.position_at(starts)
         seen: list = []
         while starts[backlog] < 300:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + PATIENCE_S
             while not ((states := fetcher.snapshot({}))[backlog].buffer_full
                        and states[live].end_offset == states[live].position == 1):
                 assert time.monotonic() < deadline, (
@@ -338,7 +339,6 @@ def test_a_buffer_of_a_log_that_moved_back_is_not_kept_when_repositioned_inside_
         fetcher.position_at({tp: 0})
         wait_for(lambda: fetcher.snapshot({})[tp].position == 30)
         kafka_cluster.delete_topic(topic)
-        time.sleep(1)
         kafka_cluster.create_topic(topic, 1)
         kafka_cluster.produce(topic, [Record(0, BASE_TS + 1_000 + i, None, b"new") for i in range(10)])
         assert wait_for(fetcher.logs_moved_back) == {tp: (30, 0)}

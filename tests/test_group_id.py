@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.executor.range_reader import RangeReader
@@ -78,7 +79,7 @@ def test_a_stream_with_group_id_prefix_reads_every_record(spark, kafka_cluster, 
              .option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(availableNow=True).start())
     try:
-        assert query.awaitTermination(120), "the AvailableNow query did not finish in 120 s"
+        assert query.awaitTermination(PATIENCE_S), f"the AvailableNow query did not finish in {PATIENCE_S:.0f} s"
         assert query.exception() is None
         values = sorted(bytes(r.value).decode() for r in spark.table("group_id_prefix_stream").collect())
     finally:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.spark.source import KafkaSyncDataSource
@@ -21,7 +22,7 @@ def stream_reader(cluster, topic):
     return source.streamReader(source.schema())
 
 
-def latest_with_data(reader, timeout=15.0):
+def latest_with_data(reader, timeout=PATIENCE_S):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         end = reader.latestOffset()

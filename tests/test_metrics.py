@@ -13,6 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.metrics.listener import (
     KafkaSyncListener,
     emit_event_time_lag_ms,
@@ -192,7 +193,7 @@ def start_query(spark, bootstrap, topic, checkpoint, **options):
             .trigger(processingTime="200 milliseconds").start())
 
 
-def wait_for(query, condition, timeout=60.0):
+def wait_for(query, condition, timeout=PATIENCE_S):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if query.exception() is not None:
@@ -230,7 +231,9 @@ def test_listener_reports_enforcement_lag_partition_time_and_group_commits(
                  and m.partitions[TopicPartition(topic, 0)].next_offset == 20
                  and TopicPartition(topic, 1) in m.given_up), None))
             wait_for(query, lambda: any("enforced processing" in r.getMessage() for r in caplog.records))
-            time.sleep(1.0)  # a no-data trigger passes the finished batch's end to latestOffset
+            # A no-data trigger passes the finished batch's end to latestOffset, which commits it
+            # to the group: wait for that commit, not for a second a busy machine may not give it.
+            committed = wait_for(query, lambda: _committed_once_past(kafka_cluster, group, topic, 20))
         finally:
             query.stop()
     assert metrics.enforced_processing_total >= 1
@@ -240,15 +243,20 @@ def test_listener_reports_enforcement_lag_partition_time_and_group_commits(
     assert (p1.end_offset, p1.lag, p1.state) == (0, 0, "idle")
     assert any(f"{topic}-1" in r.getMessage() for r in caplog.records)
 
-    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": group})
-    try:
-        committed = consumer.committed([KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)],
-                                       timeout=10)
-    finally:
-        consumer.close()
     assert [(c.offset, json.loads(c.metadata)["partitionTime"]) for c in committed] == [
         (20, BASE_TS + 19), (0, -1)
     ]
+
+
+def _committed_once_past(cluster, group: str, topic: str, offset: int) -> list | None:
+    """The group's committed offsets of the topic's two partitions, once partition 0's is
+    ``offset`` (an earlier trigger may have committed where the query began)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        committed = consumer.committed([KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)], timeout=10)
+    finally:
+        consumer.close()
+    return committed if committed[0].offset == offset else None
 
 
 def test_wait_forever_never_enforces_and_shows_why_it_waits(spark, kafka_cluster, topic_factory,
@@ -325,7 +333,7 @@ def test_failed_group_commits_are_counted_never_block_and_are_not_retried_at_onc
     try:
         fresh_cluster.push_request_errors(ApiKey.OFFSET_COMMIT, group_authorization_failed)
         committer.commit(SyncOffset({tp: PartitionOffset(3, 7)}))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while committer.failures == 0 and time.monotonic() < deadline:
             committer.serve_callbacks(0.1)
         assert committer.failures == 1

@@ -18,11 +18,12 @@ from confluent_kafka import (
 )
 
 from kafkasync_dev.testing import ApiKey, MockClusterError, MockKafkaCluster, Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 
 BASE_TS = 1_700_000_000_000  # 2023-11-14, ms
 
 
-def _consume_exactly(consumer: Consumer, n: int, timeout: float = 30.0):
+def _consume_exactly(consumer: Consumer, n: int, timeout: float = PATIENCE_S):
     """Consume ``n`` records (ignoring transient error events) or fail."""
     out = []
     deadline = time.monotonic() + timeout
@@ -100,15 +101,20 @@ def _records(n: int, partitions: int, seed: int = 7):
     return recs
 
 
-def test_50k_records_round_trip_exactly(kafka_cluster, topic_factory):
-    n, parts = 50_000, 8
-    topic = topic_factory(parts)
+@pytest.mark.mock_brokers(1)
+def test_50k_records_round_trip_exactly(fresh_cluster):
+    kafka_cluster, n, parts = fresh_cluster, 50_000, 8
+    topic = "round-trip"
+    kafka_cluster.create_topic(topic, parts)
     records = _records(n, parts)
 
-    t0 = time.monotonic()
+    kafka_cluster.start_request_tracking()
     positions = kafka_cluster.produce(topic, records)
-    produce_s = time.monotonic() - t0
-    assert produce_s < 20, f"producing {n} records took {produce_s:.1f}s"
+    # A bulk load is fast because it is batched (a batch goes out full or at the flush), which
+    # the produce requests show, not the seconds it took (under 20 s, asserted before, was the
+    # machine's speed): 6,250 records a partition fit one batch each.
+    assert len(kafka_cluster.requests(ApiKey.PRODUCE)) <= parts
+    kafka_cluster.stop_request_tracking()
 
     assert len(positions) == n
     assert [p for p, _ in positions] == [r.partition for r in records]
@@ -302,8 +308,11 @@ def _process_state():
     return threads, tasks, fds
 
 
-def _settled_diff(before, attempts=50):
-    for _ in range(attempts):
+def _settled_diff(before, timeout_s=30.0):
+    """What the process holds beyond ``before``, once nothing is left or after ``timeout_s`` (a
+    deadline for native threads to end, however busy the machine; 5 s was a guess)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
         gc.collect()
         after = _process_state()
         new_threads = after[0] - before[0]
@@ -311,8 +320,9 @@ def _settled_diff(before, attempts=50):
         new_fds = {fd: t for fd, t in after[2].items() if before[2].get(fd) != t}
         if not (new_threads or new_tasks or new_fds):
             return None
+        if time.monotonic() > deadline:
+            return new_threads, new_tasks, new_fds
         time.sleep(0.1)
-    return new_threads, new_tasks, new_fds
 
 
 def test_close_leaks_no_threads_or_sockets():

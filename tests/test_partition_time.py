@@ -12,6 +12,7 @@ import time
 from test_range_reader import _Message
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.executor.range_reader import _Columns
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
@@ -51,7 +52,7 @@ def read_stream(spark, bootstrap, topic, checkpoint, done):
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while not done(rows):
             assert query.exception() is None, query.exception()
             assert time.monotonic() < deadline, f"read {sum(len(r) for r in rows.values())}"

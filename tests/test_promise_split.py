@@ -13,6 +13,7 @@ from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.invalid_times import payload
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.input_partitions import KafkaRange
@@ -101,7 +102,7 @@ def run_promised(spark, kafka_cluster, topic: str, checkpoint: str, min_partitio
     query = (stream.writeStream.foreachBatch(lambda df, _: batches.append((df.rdd.getNumPartitions(), df.count())))
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     try:
-        query.awaitTermination(180)
+        query.awaitTermination(PATIENCE_S)
     finally:
         query.stop()
     return batches

@@ -64,7 +64,7 @@ def test_range_ending_in_transaction_marker_gap_does_not_hang(kafka_cluster, top
     started = time.monotonic()
     rows = read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 0, high))
     assert [r["value"] for r in rows] == [b"t0", b"t1", b"t2", b"t3", b"t4"]
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60, "ended at the marker's gap, not by the 120 s poll timeout"
 
 
 def test_missing_records_fail_with_the_partition_and_offsets(kafka_cluster, topic_factory):
@@ -221,7 +221,6 @@ def test_a_consumer_moved_up_across_a_transaction_marker_keeps_every_prefetched_
     kafka_cluster.produce(topic, [Record(0, BASE_TS + 10 + i, None, b"a") for i in range(30)])
     reader = reader_for(kafka_cluster, topic)
     assert offsets_of(reader, KafkaRange(topic, 0, 0, 2)) == [0, 1]
-    time.sleep(0.5)  # the rest of the log is prefetched
     assert offsets_of(reader, KafkaRange(topic, 0, 3, 7)) == [3, 4, 6]  # the marker at 5
     assert offsets_of(reader, KafkaRange(topic, 0, 7, 36)) == list(range(7, 36))
     # Paused while pooled (consumer_pool.py): its prefetch is dropped, a range ahead assigned afresh.
@@ -237,9 +236,7 @@ def test_a_consumer_moved_up_past_end_of_partition_events_reads_the_range_exactl
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
     reader = reader_for(kafka_cluster, topic)
     assert offsets_of(reader, KafkaRange(topic, 0, 0, 2)) == [0, 1]
-    time.sleep(0.5)  # the consumer reaches the log end at 5: an end-of-partition event
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(5)])
-    time.sleep(0.5)
     assert offsets_of(reader, KafkaRange(topic, 0, 5, 8)) == [5, 6, 7]
     assert offsets_of(reader, KafkaRange(topic, 0, 9, 10)) == [9]
 
@@ -290,7 +287,6 @@ def test_a_pooled_consumer_that_saw_the_old_log_end_reads_records_produced_since
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"x") for i in range(5)])
     reader = reader_for(kafka_cluster, topic)
     assert offsets_of(reader, KafkaRange(topic, 0, 0, 4)) == [0, 1, 2, 3]
-    time.sleep(0.5)  # the consumer reaches the log end at 5 meanwhile
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(5)])
     assert offsets_of(reader, KafkaRange(topic, 0, 4, 10)) == [4, 5, 6, 7, 8, 9]
     assert pool.reused == 1
@@ -444,16 +440,6 @@ def _held_back_reader(cluster, topic, **extra):
                                          **extra})
 
 
-def _produce_one_batch(cluster, topic, records) -> None:
-    """``records`` in one record batch: the shared producer's 5 ms linger split six records in
-    two on a loaded machine (the full suite), and a fetch then ended before the record a test
-    relies on being queued."""
-    from kafkasync_dev.testing.mock_cluster import produce_confirmed
-
-    producer = cluster.producer({"linger.ms": 10_000})
-    produce_confirmed(producer, topic, records)  # its flush sends the batch
-
-
 def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
     kafka_cluster, topic_factory, pool, monkeypatch, caplog
 ):
@@ -469,7 +455,8 @@ def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
     _requires(kafka_cluster, "rd_kafka_mock_partition_delete_records")
     monkeypatch.setattr(range_reader, "ARROW_BATCH_ROWS", 5)  # the reader yields after 5 records
     topic = topic_factory(1)
-    _produce_one_batch(kafka_cluster, topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
+    # One record batch (MockKafkaCluster.produce): the fetch that brings offset 5 brings 0-4 too.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
     reader = _held_back_reader(kafka_cluster, topic, failOnDataLoss="false")
     batches = reader.read(KafkaRange(topic, 0, 0, 10))
@@ -499,7 +486,8 @@ def test_an_out_of_range_error_after_records_of_the_same_consume_duplicates_none
 
     _requires(kafka_cluster, "rd_kafka_mock_partition_push_request_errors")
     topic = topic_factory(1)
-    _produce_one_batch(kafka_cluster, topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
+    # One record batch (MockKafkaCluster.produce): the fetch that brings offset 5 brings 0-4 too.
+    kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"a") for i in range(6)])  # 0-5
     kafka_cluster.produce(topic, [Record(0, BASE_TS + i, None, b"b") for i in range(6, 20)])
     kafka_cluster.push_partition_request_errors(topic, 0, ApiKey.FETCH, 0, KafkaError.OFFSET_OUT_OF_RANGE)
     reader = _held_back_reader(kafka_cluster, topic)  # failOnDataLoss=true: nothing is lost

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime
 
 import pytest
 from pyspark.sql import functions as F
 
 from kafkasync_dev.testing import ApiKey, Record
 from kafkasync_dev.testing.backfills import MINUTE_MS, SHAPES
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.planning.planner import TopicPartition
 from kafkasync_source.planning.rate_limit import proportional_ends
 from kafkasync_source.spark.source import register
@@ -67,7 +69,7 @@ def run_windowed_count(spark, bootstrap, topics, checkpoint, trigger=None, **opt
     query = (counts.writeStream.format("noop").outputMode("update")
              .option("checkpointLocation", str(checkpoint))
              .trigger(**(trigger or {"availableNow": True})).start())
-    query.awaitTermination(240)
+    query.awaitTermination(PATIENCE_S)
     assert not query.isActive, "the bounded run did not finish"
     progress = [json.loads(p.json) for p in query.recentProgress]
     dropped = sum(op.get("numRowsDroppedByWatermark", 0)
@@ -141,7 +143,7 @@ def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
     batches: dict[int, tuple[float, int]] = {}
 
     def sink(frame, batch_id):
-        batches[batch_id] = (time.monotonic(), frame.count())
+        batches[batch_id] = (time.time(), frame.count())
 
     query = (spark.readStream.format("kafkasync")
              .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
@@ -151,17 +153,23 @@ def test_min_offsets_per_trigger_holds_a_batch_until_max_trigger_delay(
              .option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while not any(rows for _, rows in batches.values()):
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
-        first_at = max(at for at, rows in batches.values() if rows)  # never held: the first batch
+        first = max(batch for batch, (_, rows) in batches.items() if rows)  # never held: the first batch
         kafka_cluster.produce(topic, [Record(0, base + 100 + i, None, b"v") for i in range(10)])
         while sum(rows for _, rows in batches.values()) < 30:
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
         second_at = max(at for at, rows in batches.values() if rows)
-        assert second_at - first_at >= 1.5, "10 < 1000 new offsets: held for maxTriggerDelay"
+        # The delay runs from the first batch's planning, which comes after its trigger began
+        # (the progress' timestamp), and the second batch's rows reach the sink after it is
+        # planned: 2 s at least however long each batch took. (From the first batch's rows in
+        # the sink, a first batch slower than the second by half a second made it 1.5 s.)
+        first_trigger = next(p for p in query.recentProgress if p.batchId == first).timestamp
+        first_began = datetime.fromisoformat(first_trigger.replace("Z", "+00:00")).timestamp()
+        assert second_at - first_began >= 2.0, "10 < 1000 new offsets: held for maxTriggerDelay"
     finally:
         query.stop()
 
@@ -211,7 +219,7 @@ def test_same_data_same_batches_with_a_slow_broker(spark, fresh_cluster, tmp_pat
                  .options(**{k: str(v) for k, v in options.items()})
                  .load().writeStream.format("noop")
                  .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE_S
         while sum(p["numInputRows"] for p in map(lambda q: json.loads(q.json), query.recentProgress)) < 400:
             assert time.monotonic() < deadline and query.exception() is None
             if "availableNow" in trigger and not query.isActive:

@@ -16,6 +16,7 @@ pytest.importorskip("pyspark.sql.streaming.datasource", reason="admission contro
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
 
 from kafkasync_dev.testing import Record  # noqa: E402
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options  # noqa: E402
 from kafkasync_source.planning.offsets import SyncOffset  # noqa: E402
 from kafkasync_source.spark.schema import kafka_schema  # noqa: E402
@@ -35,7 +36,7 @@ def reader_for(cluster, topic, **options) -> KafkaSyncStreamReader:
     return KafkaSyncStreamReader(parsed, kafka_schema(False))
 
 
-def next_batch(reader, start: dict, limit, timeout: float = 30.0) -> dict:
+def next_batch(reader, start: dict, limit, timeout: float = PATIENCE_S) -> dict:
     """latestOffset until it returns a batch (the driver's first fetch takes a moment)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -46,7 +47,7 @@ def next_batch(reader, start: dict, limit, timeout: float = 30.0) -> dict:
     raise AssertionError(f"no batch within {timeout} s: {reader.reportLatestOffset()}")
 
 
-def held_with(reader, start: dict, available: int, timeout: float = 30.0) -> None:
+def held_with(reader, start: dict, available: int, timeout: float = PATIENCE_S) -> None:
     """latestOffset, each call holding the batch, until the batch held counts ``available``
     offsets: the driver learns new log ends within a trigger or a few. A fixed sleep guessed
     how long, and a loaded machine made the guess wrong."""
@@ -124,7 +125,7 @@ def test_min_offsets_holds_a_trickle_after_a_start_with_nothing_to_read_as_spark
                         minOffsetsPerTrigger=1_000, maxTriggerDelay="1h")
     try:
         start = reader.initialOffset()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while reader.reportLatestOffset().get("delayedBy") is None:  # let through, then held
             assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
             assert time.monotonic() < deadline, reader.reportLatestOffset()
@@ -143,7 +144,7 @@ def test_a_batch_let_through_after_being_held_reads_up_to_the_log_ends_known_the
     reader = reader_for(kafka_cluster, topic, minOffsetsPerTrigger=50, maxTriggerDelay="1h")
     try:
         start = reader.initialOffset()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
 
         def ends_known() -> bool:
             partitions = reader.reportLatestOffset().get("partitions", {}).get(topic, {})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.client_config import scrub
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.spark.source import register
@@ -85,7 +86,7 @@ def test_progress_and_offsets_hold_no_secret(kafkasync_registered, spark, kafka_
     query = (stream.load().writeStream.format("noop")
              .option("checkpointLocation", str(checkpoint)).start())
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while time.monotonic() < deadline and not any(
             p["numInputRows"] for p in query.recentProgress
         ):

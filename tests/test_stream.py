@@ -10,6 +10,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import ApiKey, MockKafkaCluster, Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.source import register
 
@@ -31,14 +32,16 @@ class CapturedQuery:
         for key, value in {"startingOffsets": "earliest", **options}.items():
             reader = reader.option(key, str(value))
         rows = reader.load().selectExpr("topic", "partition", "offset", "unix_millis(timestamp) AS ts")
+        self.first_data_at: float | None = None
+        # Before start(): the query's first trigger (where an idle partition's wait begins) may
+        # run before start() returns to Python on a busy machine, never before this.
+        self.started = time.monotonic()
         self.query = (
             rows.writeStream.foreachBatch(self._sink)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="200 milliseconds")
             .start()
         )
-        self.started = time.monotonic()
-        self.first_data_at: float | None = None
 
     def _sink(self, frame, batch_id):
         rows = [tuple(r) for r in frame.collect()]
@@ -49,11 +52,11 @@ class CapturedQuery:
     def records(self) -> list[tuple]:
         return [row for batch in self.batches.values() for row in batch]
 
-    def wait_for_progress(self, batches_with_data: int = 1, timeout=60.0):
+    def wait_for_progress(self, batches_with_data: int = 1, timeout=PATIENCE_S):
         self.wait(lambda q: sum(1 for b in q.end_offsets() if q.batches.get(b)) >= batches_with_data,
                   timeout)
 
-    def wait(self, condition, timeout=60.0):
+    def wait(self, condition, timeout=PATIENCE_S):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.query.exception() is not None:
@@ -183,7 +186,7 @@ def test_never_wait_takes_everything_without_enforcement(spark, kafka_cluster, t
     query = CapturedQuery(spark, kafka_cluster.bootstrap_servers, tmp_path / "cp",
                           subscribe=topic, **{"max.task.idle.ms": -1})
     try:
-        query.wait(lambda q: len(q.records()) == 10, timeout=30)
+        query.wait(lambda q: len(q.records()) == 10)
         query.wait_for_progress()
     finally:
         query.stop()
@@ -206,7 +209,7 @@ def test_a_caught_up_query_reads_records_produced_later(
         # Several triggers plan from the caught-up start.
         query.wait(lambda q: sum(p["batchId"] > caught_up and not p["numInputRows"] for p in q.progress()) >= 5)
         produce_rounds(kafka_cluster, topic, 2, 15, {0: 1, 1: 1}, start=BASE_TS + 1000)
-        query.wait(lambda q: len(q.records()) == 70, timeout=30)
+        query.wait(lambda q: len(q.records()) == 70)
     finally:
         query.stop()
     assert sorted((p, o) for _, p, o, _ in query.records()) == [(p, o) for p in (0, 1) for o in range(35)]
@@ -299,7 +302,7 @@ def test_missing_topic_fails_the_query_naming_it(spark, kafka_cluster, tmp_path)
              .option("subscribe", "no-such-topic-xyz").load())
     query = frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
     with pytest.raises(StreamingQueryException, match="no-such-topic-xyz"):
-        query.awaitTermination(60)
+        query.awaitTermination(PATIENCE_S)
     query.stop()
 
 

@@ -11,6 +11,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
 from kafkasync_source.driver.offset_reader import KafkaSyncTopicError, offsets_at_times, timestamps_per_partition
 from kafkasync_source.planning.planner import TopicPartition
@@ -86,7 +87,7 @@ def test_an_available_now_run_ending_at_a_time_no_record_reaches_reads_to_the_ca
     kafka_cluster.produce(topic, [Record(i % 2, 1_700_000_000_000 + i, None, b"v") for i in range(10)])
     query, rows = _stream(spark, kafka_cluster, topic, tmp_path, startingOffsets="earliest",
                           startingTimestamp=None, endingTimestamp="1800000000000")
-    query.awaitTermination(120)
+    query.awaitTermination(PATIENCE_S)
     assert query.exception() is None and len(rows) == 10
 
 
@@ -99,7 +100,7 @@ def test_an_ending_timestamp_with_a_trigger_that_never_stops_fails_at_start_nami
                           endingOffsetsByTimestamp=f'{{"{topic}":{{"0":1800000000000}}}}')
     with pytest.raises(StreamingQueryException, match=r"Option 'endingOffsetsByTimestamp' bounds a "
                        r"streaming query run with trigger\(availableNow=True\)"):
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
     assert rows == []
 
 
@@ -110,7 +111,7 @@ def test_no_record_at_the_time_fails_naming_partition_and_time_with_strategy_err
     kafka_cluster.produce(topic, [Record(0, 1_700_000_000_000 + i, None, b"v") for i in range(3)])
     query, _ = _stream(spark, kafka_cluster, topic, tmp_path)
     with pytest.raises(StreamingQueryException, match=rf"no record of {topic}-0 has a timestamp at or after 1700000000000"):
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
 
 
 def test_no_record_at_the_time_starts_at_the_latest_offset_with_strategy_latest(
@@ -119,7 +120,7 @@ def test_no_record_at_the_time_starts_at_the_latest_offset_with_strategy_latest(
     topic = topic_factory(1)
     kafka_cluster.produce(topic, [Record(0, 1_700_000_000_000 + i, None, b"v") for i in range(3)])
     query, rows = _stream(spark, kafka_cluster, topic, tmp_path, startingOffsetsByTimestampStrategy="latest")
-    query.awaitTermination(120)
+    query.awaitTermination(PATIENCE_S)
     assert query.exception() is None and rows == []  # started at the latest offset: nothing old
 
 

@@ -5,6 +5,7 @@ partition idle, as Kafka Streams lets a partition of records it drops)."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 from kafkasync_dev.testing.mock_cluster import Record
@@ -34,6 +35,15 @@ class Heartbeats:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+    def wait_for(self, count: int, timeout_s: float = 60.0) -> None:
+        """Until ``count`` heartbeats were delivered (a count, not the time they would take on
+        an idle machine); fails after ``timeout_s`` or at a failed delivery."""
+        deadline = time.monotonic() + timeout_s
+        while self.count < count:
+            assert not self.failures, f"a heartbeat was not delivered: {self.failures[0]}"
+            assert time.monotonic() < deadline, f"{self.count} of {count} heartbeats after {timeout_s:.0f} s"
+            time.sleep(self._interval_s)
 
     def _beat(self) -> None:
         while not self._stop.wait(self._interval_s):

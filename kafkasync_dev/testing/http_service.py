@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import socket
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Awaitable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 
@@ -121,7 +122,10 @@ class LookupService:
                     return
                 url = urlsplit(parts[1])
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                status, body = await self._answer(url.path, query)
+                answered = await self._unless_gone(reader, self._answer(url.path, query))
+                if answered is None:
+                    return  # the client gave up (a timeout) while its answer was being made
+                status, body = answered
                 payload = body.encode()
                 writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
                              f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
@@ -133,6 +137,20 @@ class LookupService:
         finally:
             self._handlers.pop(handler, None)
             writer.close()
+
+    @staticmethod
+    async def _unless_gone(reader: asyncio.StreamReader, answer: Awaitable[Tuple[str, str]]
+                           ) -> Optional[Tuple[str, str]]:
+        """``answer``'s result, or None once the client closed the connection first: a slow
+        answer (``slow_ms``) ends with its caller's timeout instead of outliving the test."""
+        answering = asyncio.ensure_future(answer)
+        gone = asyncio.ensure_future(reader.read(1))  # a client sends nothing more until answered
+        await asyncio.wait((answering, gone), return_when=asyncio.FIRST_COMPLETED)
+        unfinished = gone if answering.done() else answering
+        unfinished.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await unfinished  # a read still waiting would collide with the next request's
+        return answering.result() if answering.done() and not answering.cancelled() else None
 
     async def _answer(self, path: str, query: Dict[str, str]) -> Tuple[str, str]:
         if path != "/lookup":

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from kafkasync_dev.testing import Record
+from kafkasync_dev.testing.patience import PATIENCE_S
 
 LOOKALIKES = {17: b'{"ts": "\xc2\xb2"}', 30: b'{"ts": "1e999999999"}'}
 """Which of :func:`with_numeric_lookalikes`' values only look numeric: "²" passes
@@ -44,7 +45,7 @@ def assert_read_as_on_invalid(rows: list, query: Any, topic: str, on_invalid: st
     from pyspark.errors import StreamingQueryException
 
     try:
-        query.awaitTermination(60)
+        query.awaitTermination(PATIENCE_S)
         raise AssertionError("the query did not fail on the record without a time")
     except StreamingQueryException as failure:
         assert f"no event time for {topic}-1 offset 8 (eventTime.jsonPath='$.ts'): '²' is not a number" \
@@ -98,7 +99,7 @@ def assert_a_write_time_stands_in_under_the_promise(spark: Any, cluster: Any, to
     query = promised_stream(spark, cluster.bootstrap_servers, topic, checkpoint, rows,
                             **{"eventTime.onInvalid": "recordTimestamp", "planningMode": planning_mode})
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE_S
         while len(rows) < len(values) and query.exception() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert query.exception() is None, query.exception()
@@ -122,7 +123,7 @@ def assert_an_invalid_time_fails_its_whole_batch(spark: Any, cluster: Any, topic
     rows: list = []
     query = promised_stream(spark, cluster.bootstrap_servers, topic, checkpoint, rows)
     try:
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
         raise AssertionError("the query did not fail on the record without a time")
     except StreamingQueryException as failure:
         message = str(failure)

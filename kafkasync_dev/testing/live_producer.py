@@ -8,6 +8,8 @@ from typing import Callable, Mapping, Sequence
 
 from confluent_kafka import Producer
 
+from kafkasync_dev.testing.patience import PATIENCE_S
+
 
 class LiveProducer:
     """Writes one record every 5 ms, alternating over ``partitions``, stamped with the current
@@ -46,6 +48,15 @@ class LiveProducer:
             sent += 1
             time.sleep(0.005)
         producer.flush(150)
+
+    def wait_for_more(self, count: int, timeout_s: float = PATIENCE_S) -> None:
+        """Until ``count`` more records than now are acknowledged (records written after a broker
+        restart, say): a count, where sleeping gave a busy machine's producer time for few."""
+        wanted = len(self.acknowledged) + count
+        deadline = time.monotonic() + timeout_s
+        while len(self.acknowledged) < wanted:
+            assert time.monotonic() < deadline, f"{len(self.acknowledged)} of {wanted} records acknowledged"
+            time.sleep(0.05)
 
     def stop(self) -> list[tuple[int, int]]:
         self._stop.set()

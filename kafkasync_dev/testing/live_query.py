@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from kafkasync_dev.testing.patience import PATIENCE_S
+
 
 def event_time_rows(frame: Any, checkpoint: Any, done: Callable[[list], bool],
-                    timeout_s: float = 90.0) -> tuple[list, Any]:
+                    timeout_s: float = PATIENCE_S) -> tuple[list, Any]:
     """Run ``frame`` (a kafkasync stream with an ``eventTime`` column) as a live query
     (processingTime 200 ms), collecting each batch's (partition, offset, event ms) rows, until
     ``done(rows)``, the query fails, or ``timeout_s`` passes: (rows, the query — still running

@@ -40,6 +40,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from kafkasync_dev.testing.patience import PATIENCE_S
+
 __all__ = ["ApiKey", "MockClusterError", "MockKafkaCluster", "MockRequest", "Record", "librdkafka_path"]
 
 Headers = Union[Sequence[Tuple[str, Optional[bytes]]], Mapping[str, Optional[bytes]], None]
@@ -236,9 +238,14 @@ class _Handles:
             self.lib.rd_kafka_destroy(rk)
 
 
-# Producer settings that make bulk test loads fast on the mock.
+# Producer settings that make bulk test loads fast on the mock, and the record batches they write
+# independent of the machine's speed: a batch goes out when it is full (batch.size,
+# batch.num.messages) or at a flush, which overrides linger.ms (librdkafka 1.5.0, CHANGELOG.md),
+# never at a linger that a busy machine lets pass between two produce() calls. With 5 ms, six
+# records produced together became two batches on a loaded machine, and tests that need a
+# record fetched with the one before it (a batch is fetched whole) failed.
 _FAST_PRODUCER = {
-    "linger.ms": 5,
+    "linger.ms": 30_000,
     "batch.num.messages": 10000,
     "batch.size": 1048576,
     "queue.buffering.max.messages": 1000000,
@@ -390,7 +397,7 @@ class MockKafkaCluster:
     # ------------------------------------------------------------------ topics
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication: int = 1, timeout: float = 10.0
+        self, name: str, partitions: int = 1, replication: int = 1, timeout: float = PATIENCE_S
     ) -> None:
         """Create ``name`` through the mock API and wait until client metadata
         shows all its partitions with a leader."""
@@ -412,7 +419,7 @@ class MockKafkaCluster:
             code = self._lib.rd_kafka_mock_topic_delete(self._mcluster(), name.encode())
         _check(f"delete_topic({name!r})", code)
 
-    def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = 10.0):
+    def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = PATIENCE_S):
         """Poll metadata until ``name`` is visible with ``partitions`` led partitions."""
         client = self._metadata_client()
         deadline = time.monotonic() + timeout
@@ -508,9 +515,12 @@ class MockKafkaCluster:
         self, topic: str, records: Iterable[Record], timeout: float = 60.0
     ) -> List[Tuple[int, int]]:
         """Produce ``records`` (explicit partition and timestamp each), flush,
-        and return ``[(partition, offset)]`` in input order. Raises
-        ``KafkaException`` if any record fails, ``TimeoutError`` if not all are
-        delivered within ``timeout`` seconds (see :func:`produce_confirmed`)."""
+        and return ``[(partition, offset)]`` in input order. Each partition's
+        records of one call are one record batch, up to ``batch.size`` (1 MiB)
+        and ``batch.num.messages`` (10,000), however busy the machine (see
+        ``_FAST_PRODUCER``). Raises ``KafkaException`` if any record fails,
+        ``TimeoutError`` if not all are delivered within ``timeout`` seconds
+        (see :func:`produce_confirmed`)."""
         with self._lock:
             self._mcluster()
             if self._producer is None:
