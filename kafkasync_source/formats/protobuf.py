@@ -47,6 +47,7 @@ from kafkasync_source.formats.decoded import (
     NOT_FRAMED,
     UNKNOWN_SCHEMA,
     DecodedColumn,
+    TypeBudget,
     Undecodable,
 )
 from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id
@@ -123,7 +124,10 @@ class _Messages:
         if self._columns is None:
             reader = self.reader()
             assert reader is not None, "value.decode pins a reader schema at start"
-            self._columns = Columns(reader.descriptor)
+            options = self._options
+            self._columns = Columns(reader.descriptor, TypeBudget(
+                f"Option '{options.part}.decode': the reader schema (id {options.reader_schema_id}, subject "
+                f"{options.subject!r})'s message {reader.descriptor.full_name}"))
         return self._columns
 
     def _reader_descriptor(self) -> Any:

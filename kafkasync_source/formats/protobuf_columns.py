@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Optional
 
+from kafkasync_source.formats.decoded import TypeBudget
+
 _INT32_SPAN, _INT64_SPAN = 1 << 32, 1 << 64
 _MICROS = 1_000_000
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -100,8 +102,9 @@ class _Field:
 class Columns:
     """A reader message's Spark type and its row builder, both made once from the descriptor."""
 
-    def __init__(self, descriptor: Any) -> None:
-        built = _struct(descriptor, (descriptor.full_name,), descriptor.name)
+    def __init__(self, descriptor: Any, budget: TypeBudget) -> None:
+        """ValueError where ``from_protobuf`` refuses the message (recursive) or its type outgrows ``budget``."""
+        built = _struct(descriptor, (descriptor.full_name,), descriptor.name, budget)
         assert built is not None
         self.spark_type, self._fields = built
 
@@ -110,14 +113,16 @@ class Columns:
         return {field.name: field.read(message) for field in self._fields}
 
 
-def _struct(descriptor: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, list[_Field]]]:
+def _struct(descriptor: Any, busy: tuple[str, ...], path: str,
+            budget: TypeBudget) -> Optional[tuple[Any, list[_Field]]]:
     """The struct type and its fields' readers, or None where every field is dropped (a message
     without fields: ``from_protobuf`` drops it, the top level excepted)."""
     import pyspark.sql.types as T
 
     types, fields = [], []
     for field in descriptor.fields:
-        built = _field(field, busy, f"{path}.{field.name}")
+        budget.spend()
+        built = _field(field, busy, f"{path}.{field.name}", budget)
         if built is None:
             continue
         spark_type, nullable, read = built
@@ -128,15 +133,16 @@ def _struct(descriptor: Any, busy: tuple[str, ...], path: str) -> Optional[tuple
     return T.StructType(types), fields
 
 
-def _field(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, bool, Callable[[Any], Any]]]:
+def _field(field: Any, busy: tuple[str, ...], path: str,
+           budget: TypeBudget) -> Optional[tuple[Any, bool, Callable[[Any], Any]]]:
     """A field's Spark type, nullability and reader (None: dropped, as an empty message)."""
     import pyspark.sql.types as T
 
     name = field.name
     if is_map(field):
         entry = field.message_type
-        key = _single(entry.fields_by_name["key"], busy, f"{path}.key")
-        value = _single(entry.fields_by_name["value"], busy, f"{path}.value")
+        key = _single(entry.fields_by_name["key"], busy, f"{path}.key", budget)
+        value = _single(entry.fields_by_name["value"], busy, f"{path}.value", budget)
         if key is None or value is None:
             return None
         (key_type, key_of), (value_type, value_of) = key, value
@@ -144,7 +150,7 @@ def _field(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, 
         def read_map(message: Any) -> list[tuple[Any, Any]]:
             return [(key_of(k), value_of(v)) for k, v in getattr(message, name).items()]
         return T.MapType(key_type, value_type, False), True, read_map
-    single = _single(field, busy, path)
+    single = _single(field, busy, path, budget)
     if single is None:
         return None
     spark_type, convert = single
@@ -175,7 +181,7 @@ def _present(field: Any, convert: Convert) -> Callable[[Any], Any]:
     return read
 
 
-def _single(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any, Convert]]:
+def _single(field: Any, busy: tuple[str, ...], path: str, budget: TypeBudget) -> Optional[tuple[Any, Convert]]:
     """One value's Spark type and converter (of an element, for a repeated field)."""
     import pyspark.sql.types as T
     from google.protobuf.descriptor import FieldDescriptor as F
@@ -190,7 +196,7 @@ def _single(field: Any, busy: tuple[str, ...], path: str) -> Optional[tuple[Any,
         if message_type.full_name in busy:
             raise ValueError(f"field {path!r} is of the recursive message {message_type.full_name}, which Spark's "
                              "from_protobuf refuses too (recursive.fields.max.depth unset)")
-        built = _struct(message_type, (*busy, message_type.full_name), path)
+        built = _struct(message_type, (*busy, message_type.full_name), path, budget)
         if built is None:
             return None
         struct, fields = built
