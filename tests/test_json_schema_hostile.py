@@ -60,3 +60,58 @@ def test_schema_text_nested_past_pythons_json_is_refused_naming_the_option():
     options, schema_id = options_for("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match=rf"Option 'value.decode': the reader schema \(id {schema_id}.* is not JSON"):
         options.spark_type()
+
+
+# --- documents beyond Jackson's read limits ------------------------------------------------------
+
+LIMITS = {"type": "object", "properties": {"n": {"type": "integer"}, "d": {"type": "number"},
+                                           "s": {"type": "string"}, "z": {"type": "string"}}}
+
+
+def nested(depth: int) -> bytes:
+    """A document ``depth`` levels deep, its own object the first: ``{"x": [[...]], "z": "ok"}``."""
+    return b'{"x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b', "z": "ok"}'
+
+
+def test_documents_beyond_jacksons_read_limits_are_undecodable_as_from_json_has_no_value_for_them():
+    """Measured with Spark 4.3.0's from_json (formats/json_limits.py): a number of more than
+    1,000 digits or a key of more than 50,000 UTF-16 characters anywhere, or nesting beyond
+    1,000, fail the whole record; the limit itself reads (but 1,000 levels, beyond Python's
+    recursion limit here: named undecodable, docs/formats.md). Before, a 5,000-digit integer
+    raised ValueError out of the column decoder (Python's int() refuses more than 4,300
+    digits), and a document nested about 1,000 deep a bare RecursionError; shorter numbers and
+    keys beyond the limits gave values where from_json gives none."""
+    options, schema_id = options_for(LIMITS)
+    digits = b"1" * 1000
+    beyond = [b'{"n": ' + b"1" * 5000 + b', "z": "ok"}', b'{"x": -1' + digits + b', "z": "ok"}',
+              b'{"d": 1' + digits[:500] + b"." + digits[:500] + b', "z": "ok"}',
+              b'{"x": [1.' + digits[:998] + b'e+12], "z": "ok"}',
+              ('{"x": {"' + "k" * 50_001 + '": 1}, "z": "ok"}').encode(),
+              ('{"' + "\U0001F600" * 25_001 + '": 1, "z": "ok"}').encode(),  # 50,002 UTF-16 units
+              nested(1001), nested(1000)]
+    within = [b'{"n": -' + digits + b', "z": "ok"}', b'{"d": ' + digits[:500] + b"." + digits[:500] + b', "z": "ok"}',
+              b'{"x": 1e' + digits[:999] + b', "z": "ok"}', ('{"' + "k" * 50_000 + '": 1, "z": "ok"}').encode(),
+              ('{"' + "\u00e9" * 50_000 + '": 1, "z": "ok"}').encode(), nested(600)]
+    column = decode_column(options, [framed(schema_id, document) for document in beyond + within])
+    assert [(u.row, u.kind) for u in column.undecodable] == [(row, "malformed") for row in range(len(beyond))]
+    reasons = [u.reason for u in column.undecodable]
+    assert all("beyond what from_json parses" in reason for reason in reasons)
+    assert "a number has 5000 digits, beyond Jackson's 1000" in reasons[0]
+    assert "a key has 50002 characters, beyond Jackson's 50000" in reasons[5]
+    assert "nests 1001 levels deep, beyond Jackson's 1000" in reasons[6]
+    assert "nests 1000 levels deep, deeper than this reader parses (Python's recursion limit)" in reasons[7]
+    assert [row and row["z"] for row in column.values.to_pylist()[len(beyond):]] == ["ok"] * len(within)
+
+
+def test_a_string_longer_than_jacksons_limit_is_null_and_the_other_fields_keep_their_values():
+    """from_json reads a string's text only when it is asked for it: past 20,000,000 characters
+    that field is null (a partial result), and one in a field the type does not name costs nothing."""
+    options, schema_id = options_for(LIMITS)
+    long = b'"' + b"a" * 20_000_001 + b'"'
+    column = decode_column(options, [framed(schema_id, b'{"z": ' + long + b', "n": 1}'),
+                                     framed(schema_id, b'{"s": [' + long + b'], "z": "ok"}'),
+                                     framed(schema_id, b'{"x": ' + long + b', "z": "ok"}')])
+    assert column.undecodable == ()
+    assert column.values.to_pylist() == [{"n": 1, "d": None, "s": None, "z": None},
+                                         {"n": None, "d": None, "s": None, "z": "ok"},
+                                         {"n": None, "d": None, "s": None, "z": "ok"}]

@@ -23,7 +23,9 @@ formats/json_schema.py derives:
   the same way.
 * A document that is not an object for a struct (not JSON, an array, a number) gives no value:
   PERMISSIVE makes it a row of nulls (``FailureSafeParser``), which kafkasync names undecodable
-  (formats/decoded.py) instead.
+  (formats/decoded.py) instead. So does one beyond the limits Jackson parses within (a number of
+  more than 1,000 digits, a key of more than 50,000 characters, nesting beyond 1,000), and a
+  string field longer than 20,000,000 characters is null (formats/json_limits.py).
 
 JSON is parsed by msgspec, one level at a time: each value's text is kept raw
 (``msgspec.Raw``) until its type is known, so a value that does not fit costs only its own field.
@@ -37,6 +39,8 @@ from decimal import Decimal
 from typing import Any, Callable
 
 import msgspec
+
+from kafkasync_source.formats import json_limits
 
 _NON_NUMERIC = {b'"NaN"': math.nan, b'"Infinity"': math.inf, b'"+Infinity"': math.inf, b'"+INF"': math.inf,
                 b'"-Infinity"': -math.inf, b'"-INF"': -math.inf}
@@ -64,15 +68,22 @@ def document_converter(spark_type: Any) -> Callable[[Any], Any]:
     convert = _converter(spark_type)
 
     def document(body: Any) -> Any:
+        text = bytes(body)
         try:
-            bytes(body).decode("utf-8")
-            raw = msgspec.json.decode(body, type=msgspec.Raw)
-        except (UnicodeDecodeError, msgspec.DecodeError) as err:
+            text.decode("utf-8")
+        except UnicodeDecodeError as err:
             raise NotAValue(f"the value is not JSON ({str(err)[:200]})") from None
+        beyond = json_limits.exceeded(text)
+        if beyond is not None:
+            raise NotAValue(f"the value is beyond what from_json parses: {beyond}")
         try:
-            value = convert(raw)
+            value = convert(msgspec.json.decode(text, type=msgspec.Raw))
+        except msgspec.DecodeError as err:
+            raise NotAValue(f"the value is not JSON ({str(err)[:200]})") from None
         except _DoesNotFit as err:
             raise NotAValue(f"the value is not a JSON {_kind(spark_type)} ({err})") from None
+        except RecursionError:  # msgspec and json recurse once a level: see formats/json_limits.py
+            raise NotAValue(f"the value is beyond what from_json parses: {json_limits.too_deep(text)}") from None
         if value is None:
             raise NotAValue("the value is JSON null")
         return value
@@ -163,6 +174,9 @@ def _boolean(raw: Any) -> bool:
 
 def _string(raw: Any) -> str:
     text = bytes(raw)
+    if json_limits.string_too_long(text):
+        raise _DoesNotFit(f"a string of more than {json_limits.MAX_STRING_LENGTH:,} characters, which from_json "
+                          "does not read")
     if text[:1] != b'"':
         return _jackson(json.loads(text))
     value = _TEXT.decode(text)
