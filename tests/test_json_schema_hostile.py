@@ -115,3 +115,13 @@ def test_a_string_longer_than_jacksons_limit_is_null_and_the_other_fields_keep_t
     assert column.values.to_pylist() == [{"n": 1, "d": None, "s": None, "z": None},
                                          {"n": None, "d": None, "s": None, "z": "ok"},
                                          {"n": None, "d": None, "s": None, "z": "ok"}]
+
+
+def test_an_integer_minus_zero_in_a_double_is_zero_as_jackson_reads_an_integer_token():
+    """Measured with Spark 4.3.0: ``-0`` in a double is ``0.0`` (Jackson reads the integer 0 and
+    converts it), ``-0.0`` stays ``-0.0``; kafkasync read ``-0`` as ``-0.0``."""
+    options, schema_id = options_for({"type": "object", "properties": {
+        "d": {"type": "number"}, "a": {"type": "array", "items": {"type": "number"}}}})
+    column = decode_column(options, [framed(schema_id, b'{"d": -0, "a": [-0, -0.0, 0, -0e0]}')])
+    row = column.values.to_pylist()[0]
+    assert [str(value) for value in (row["d"], *row["a"])] == ["0.0", "0.0", "-0.0", "0.0", "-0.0"]

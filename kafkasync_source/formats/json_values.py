@@ -7,8 +7,9 @@ formats/json_schema.py derives:
 
 * JSON ``null`` is null for every type.
 * ``LongType``: an integer literal (no ``.``, ``e``, ``E``) within a long; ``DoubleType``: any
-  number, or the strings ``NaN``, ``Infinity``, ``+Infinity``, ``+INF``, ``-Infinity``, ``-INF``;
-  ``BooleanType``: ``true``/``false``. Anything else does not fit.
+  number (an integer literal as its integer: ``-0`` is ``0.0``), or the strings ``NaN``,
+  ``Infinity``, ``+Infinity``, ``+INF``, ``-Infinity``, ``-INF``; ``BooleanType``:
+  ``true``/``false``. Anything else does not fit.
 * ``StringType``: a string's text; any other value as Jackson writes it back
   (``JsonGenerator.copyCurrentStructure``, measured with Spark 4.2.0's ``from_json``): no
   whitespace, integers as written, other numbers as Java's ``Double.toString`` prints them
@@ -160,7 +161,11 @@ def _double(raw: Any) -> float:
     special = _NON_NUMERIC.get(bytes(raw))
     if special is not None:
         return special
-    return float(_number_text(raw))
+    text = _number_text(raw)
+    if any(c in text for c in b".eE"):
+        return float(text)
+    # Jackson reads an integer token as an integer, then converts it (getDoubleValue): -0 is 0.0.
+    return float(int(text))
 
 
 def _boolean(raw: Any) -> bool:
