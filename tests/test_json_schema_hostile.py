@@ -125,3 +125,12 @@ def test_an_integer_minus_zero_in_a_double_is_zero_as_jackson_reads_an_integer_t
     column = decode_column(options, [framed(schema_id, b'{"d": -0, "a": [-0, -0.0, 0, -0e0]}')])
     row = column.values.to_pylist()[0]
     assert [str(value) for value in (row["d"], *row["a"])] == ["0.0", "0.0", "-0.0", "0.0", "-0.0"]
+
+
+def test_a_key_written_twice_stays_twice_in_the_text_a_string_column_holds():
+    """Measured with Spark 4.3.0: from_json writes a value back into a string column with
+    Jackson's ``copyCurrentStructure``, which copies every member; kafkasync went through a
+    dict and kept the last one only."""
+    options, schema_id = options_for({"type": "object", "properties": {"s": {"type": ["string", "object"]}}})
+    column = decode_column(options, [framed(schema_id, b'{"s": {"a": 1, "a": {"b": [2, {"b": 3, "b": 4}]}, "c": 5}}')])
+    assert column.values.to_pylist() == [{"s": '{"a":1,"a":{"b":[2,{"b":3,"b":4}]},"c":5}'}]

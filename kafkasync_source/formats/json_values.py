@@ -183,13 +183,18 @@ def _string(raw: Any) -> str:
         raise _DoesNotFit(f"a string of more than {json_limits.MAX_STRING_LENGTH:,} characters, which from_json "
                           "does not read")
     if text[:1] != b'"':
-        return _jackson(json.loads(text))
+        return _jackson(json.loads(text, object_pairs_hook=_Members))
     value = _TEXT.decode(text)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate escape: Java's getBytes writes '?' for it
         value = value.encode("utf-8", "replace").decode("utf-8")
     return value
+
+
+class _Members(list):
+    """A JSON object's members in order, a key twice as often as it is written (Jackson's
+    ``copyCurrentStructure`` copies each one; a dict would keep the last)."""
 
 
 def _jackson(value: Any) -> str:
@@ -206,9 +211,9 @@ def _jackson(value: Any) -> str:
         return _java_double(value)
     if isinstance(value, str):
         return _jackson_text(value)
-    if isinstance(value, list):
-        return "[" + ",".join(map(_jackson, value)) + "]"
-    return "{" + ",".join(f"{_jackson_text(key)}:{_jackson(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, _Members):
+        return "{" + ",".join(f"{_jackson_text(key)}:{_jackson(item)}" for key, item in value) + "}"
+    return "[" + ",".join(map(_jackson, value)) + "]"
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
