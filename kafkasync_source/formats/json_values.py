@@ -184,12 +184,7 @@ def _string(raw: Any) -> str:
                           "does not read")
     if text[:1] != b'"':
         return _jackson(json.loads(text, object_pairs_hook=_Members))
-    value = _TEXT.decode(text)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate escape: Java's getBytes writes '?' for it
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    return value
+    return _TEXT.decode(text)  # never a lone surrogate: msgspec refuses the escape, the document with it
 
 
 class _Members(list):
@@ -236,8 +231,10 @@ def _jackson_text(text: str) -> str:
 
 
 def _java_double(number: float) -> str:
-    """Java's ``Double.toString`` from the shortest digits that read back as ``number``; a value
-    that is not finite quoted, as Jackson writes it (``QUOTE_NON_NUMERIC_NUMBERS``)."""
+    """Java's ``Double.toString`` format from the shortest digits that read back as ``number``
+    (Java 19 and later choose those digits too; Java 17 prints more for some doubles, which
+    docs/formats.md lists); a value that is not finite quoted, as Jackson writes it
+    (``QUOTE_NON_NUMERIC_NUMBERS``)."""
     if math.isnan(number):
         return '"NaN"'
     if math.isinf(number):
