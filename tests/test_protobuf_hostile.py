@@ -7,8 +7,9 @@ values are what Spark's ``ProtobufDeserializer`` gives over ``DynamicMessage`` (
 from __future__ import annotations
 
 import pytest
-from registry_double import RegistryDouble
+from registry_double import RegistryDouble, framed
 from test_protobuf_decode import FIELD, built, proto_file
+from test_protobuf_decode import decode as decode_column
 
 from kafkasync_source.formats.options import PROTOBUF
 
@@ -26,3 +27,55 @@ def test_a_message_whose_type_would_outgrow_the_budget_is_refused_naming_the_opt
     with pytest.raises(ValueError, match=rf"Option 'value.decode': the reader schema \(id {schema_id}, subject "
                                          r"'topic-value'\)'s message shop.M0 gives a Spark type of more than 10,000"):
         double.options(PROTOBUF, schema_id, record_name="shop.M0").spark_type()
+
+
+def varint(number: int) -> bytes:
+    number &= (1 << 64) - 1
+    out = bytearray()
+    while number > 0x7F:
+        out.append(number & 0x7F | 0x80)
+        number >>= 7
+    return bytes([*out, number])
+
+
+def length_delimited(number: int, body: bytes) -> bytes:
+    return varint(number << 3 | 2) + varint(len(body)) + body
+
+
+def entry(number: int, key: bytes, value: int) -> bytes:
+    """One map entry of field ``number``: ``key`` the key's encoded field, then value field 2 (a varint)."""
+    return length_delimited(number, key + varint(2 << 3) + varint(value))
+
+
+def maps_file(syntax: str = "proto3"):
+    proto = proto_file("maps" + syntax, {"Row": [("by_name", 1, FIELD.TYPE_MESSAGE, ".shop.Row.ByNameEntry",
+                                                  FIELD.LABEL_REPEATED),
+                                                 ("by_id", 2, FIELD.TYPE_MESSAGE, ".shop.Row.ByIdEntry",
+                                                  FIELD.LABEL_REPEATED)]}, syntax=syntax)
+    for name, key_type in (("ByNameEntry", FIELD.TYPE_STRING), ("ByIdEntry", FIELD.TYPE_SINT64)):
+        map_entry = proto.message_type[0].nested_type.add(name=name)
+        map_entry.options.map_entry = True
+        map_entry.field.add(name="key", number=1, type=key_type, label=FIELD.LABEL_OPTIONAL)
+        map_entry.field.add(name="value", number=2, type=FIELD.TYPE_INT32, label=FIELD.LABEL_OPTIONAL)
+    file, _ = built(proto)
+    double = RegistryDouble()
+    schema_id = double.add_protobuf(file)
+    return double.options(PROTOBUF, schema_id), schema_id
+
+
+def test_a_maps_entries_come_in_the_order_written_and_a_key_as_often_as_written():
+    """``from_protobuf`` parses with protobuf-java's ``DynamicMessage``, which keeps a map as
+    the list of its entries, and writes each (``ProtobufDeserializer.newMapWriter``). upb's hash
+    map gave them in its own order (``by_id`` 5, 3, 9, 1 came out -1, 1, 2, 3, ...) and kept a
+    repeated key's last entry only."""
+    options, schema_id = maps_file()
+    names = "zyxwvutsrqponm"
+    ids = [5, 3, 9, 1, 7, 100, 2, -1]
+    body = (b"".join(entry(1, length_delimited(1, name.encode()), value) for value, name in enumerate(names))
+            + b"".join(entry(2, varint(8) + varint(key << 1 ^ key >> 63), key) for key in ids)
+            + entry(1, length_delimited(1, b"z"), 99) + length_delimited(2, b""))  # z again; an empty entry
+    column = decode_column(options, [framed(schema_id, body, b"\x00")])
+    assert column.undecodable == ()
+    row = column.values.to_pylist()[0]
+    assert row["by_name"] == [*((name, value) for value, name in enumerate(names)), ("z", 99)]
+    assert row["by_id"] == [*((key, key) for key in ids), (0, 0)]

@@ -51,7 +51,7 @@ from kafkasync_source.formats.decoded import (
     Undecodable,
 )
 from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id
-from kafkasync_source.formats.protobuf_columns import Columns, ConversionError, time_kind
+from kafkasync_source.formats.protobuf_columns import Columns, ConversionError, as_dynamic_message, time_kind
 from kafkasync_source.formats.registry import KafkaSyncFormatError, UnknownSchema, registry
 
 
@@ -84,6 +84,8 @@ class _File(NamedTuple):
 class _Reader(NamedTuple):
     descriptor: Any
     message_class: Any
+    """What records are parsed with: the message with its maps as lists of entries
+    (protobuf_columns.as_dynamic_message)."""
 
 
 class Parsed(NamedTuple):
@@ -116,7 +118,7 @@ class _Messages:
                     from google.protobuf.message_factory import GetMessageClass
 
                     descriptor = self._reader_descriptor()
-                    self._reader = _Reader(descriptor, GetMessageClass(descriptor))
+                    self._reader = _Reader(descriptor, GetMessageClass(as_dynamic_message(descriptor)))
         return self._reader
 
     def columns(self) -> Columns:

@@ -30,7 +30,9 @@ The rules are spark-protobuf's (Spark 4.x, default options), read in its source:
   read whole, without the presence rule (``getField`` of the entry's key and value).
 
 The values are built as the Python objects pyarrow takes for the Spark type's Arrow type:
-timestamps and durations as integer microseconds.
+timestamps and durations as integer microseconds. Records are parsed with a copy of the
+reader's message whose maps are lists of entries (:func:`as_dynamic_message`), as
+``DynamicMessage`` keeps them.
 """
 
 from __future__ import annotations
@@ -73,6 +75,40 @@ def micros(message: Any, path: str) -> int:
         raise ConversionError(f"field {path!r}: {seconds} seconds overflow a long of microseconds")
     total = whole + int(nanos / 1000)  # Java's long division truncates toward zero
     return (total - _LONG_MIN) % _INT64_SPAN + _LONG_MIN  # Java's + wraps
+
+
+def as_dynamic_message(descriptor: Any) -> Any:
+    """The same message in a pool of its own where every map entry is a plain message, to parse
+    records with. protobuf-java's ``DynamicMessage``, which ``from_protobuf`` parses with, keeps
+    a map field as the list of its entries: in the order they were written, a key as often as
+    it was written (``ProtobufDeserializer.newMapWriter`` writes each). upb keeps a hash map
+    instead: its own order, a key's last entry only. Parsed with this copy, a map field reads as
+    its entries, as ``from_protobuf`` gives them; its names and numbers are the message's own."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.descriptor_pool import DescriptorPool
+
+    pool = DescriptorPool()
+    added: set[str] = set()
+
+    def add(file: Any) -> None:
+        if file.name in added:
+            return
+        added.add(file.name)
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        _entries_as_messages(proto.message_type)
+        pool.Add(proto)
+
+    add(descriptor.file)
+    return pool.FindMessageTypeByName(descriptor.full_name)
+
+
+def _entries_as_messages(messages: Any) -> None:
+    for message in messages:
+        message.options.ClearField("map_entry")
+        _entries_as_messages(message.nested_type)
 
 
 def is_map(field: Any) -> bool:
@@ -147,8 +183,8 @@ def _field(field: Any, busy: tuple[str, ...], path: str,
             return None
         (key_type, key_of), (value_type, value_of) = key, value
 
-        def read_map(message: Any) -> list[tuple[Any, Any]]:
-            return [(key_of(k), value_of(v)) for k, v in getattr(message, name).items()]
+        def read_map(message: Any) -> list[tuple[Any, Any]]:  # a message parsed by as_dynamic_message's copy
+            return [(key_of(entry.key), value_of(entry.value)) for entry in getattr(message, name)]
         return T.MapType(key_type, value_type, False), True, read_map
     single = _single(field, busy, path, budget)
     if single is None:
