@@ -79,3 +79,16 @@ def test_a_maps_entries_come_in_the_order_written_and_a_key_as_often_as_written(
     row = column.values.to_pylist()[0]
     assert row["by_name"] == [*((name, value) for value, name in enumerate(names)), ("z", 99)]
     assert row["by_id"] == [*((key, key) for key in ids), (0, 0)]
+
+
+def test_a_maps_string_that_is_not_utf8_is_malformed_as_protobuf_java_refuses_it():
+    """protobuf-java checks a map's strings whatever the syntax (proto2 included) and fails the
+    record; upb gives a proto2 one as bytes, and the key's raised UnicodeDecodeError out of the
+    column decoder (the value's came out with U+FFFD)."""
+    options, schema_id = maps_file("proto2")
+    good = entry(1, length_delimited(1, b"ok"), 1)
+    column = decode_column(options, [framed(schema_id, body, b"\x00") for body in (
+        entry(1, length_delimited(1, b"\xff"), 1), good)])
+    assert [(u.row, u.kind) for u in column.undecodable] == [(0, "malformed")]
+    assert "'Row.by_name.key': a map's string that is not UTF-8" in column.undecodable[0].reason
+    assert column.values.to_pylist()[1] == {"by_name": [("ok", 1)], "by_id": []}

@@ -177,8 +177,8 @@ def _field(field: Any, busy: tuple[str, ...], path: str,
     name = field.name
     if is_map(field):
         entry = field.message_type
-        key = _single(entry.fields_by_name["key"], busy, f"{path}.key", budget)
-        value = _single(entry.fields_by_name["value"], busy, f"{path}.value", budget)
+        key = _map_single(entry.fields_by_name["key"], busy, f"{path}.key", budget)
+        value = _map_single(entry.fields_by_name["value"], busy, f"{path}.value", budget)
         if key is None or value is None:
             return None
         (key_type, key_of), (value_type, value_of) = key, value
@@ -215,6 +215,23 @@ def _present(field: Any, convert: Convert) -> Callable[[Any], Any]:
         value = getattr(message, name)
         return None if value == default else convert(value)
     return read
+
+
+def _map_single(field: Any, busy: tuple[str, ...], path: str, budget: TypeBudget) -> Optional[tuple[Any, Convert]]:
+    """A map key's or value's type and converter. protobuf-java checks that a map's strings are
+    UTF-8 whatever the file's syntax (``FieldDescriptor.needsUtf8Check``), and fails the record
+    where one is not; upb checks proto3's only, and gives a proto2 one as its bytes."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    single = _single(field, busy, path, budget)
+    if single is None or field.type != F.TYPE_STRING:
+        return single
+
+    def text(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ConversionError(f"field {path!r}: a map's string that is not UTF-8, which protobuf-java refuses")
+        return value
+    return single[0], text
 
 
 def _single(field: Any, busy: tuple[str, ...], path: str, budget: TypeBudget) -> Optional[tuple[Any, Convert]]:
