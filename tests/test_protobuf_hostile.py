@@ -92,3 +92,30 @@ def test_a_maps_string_that_is_not_utf8_is_malformed_as_protobuf_java_refuses_it
     assert [(u.row, u.kind) for u in column.undecodable] == [(0, "malformed")]
     assert "'Row.by_name.key': a map's string that is not UTF-8" in column.undecodable[0].reason
     assert column.values.to_pylist()[1] == {"by_name": [("ok", 1)], "by_id": []}
+
+
+JDK_STRINGS = {  # bytes -> what JDK 17.0.15's new String(bytes, UTF_8) gives (run beside these tests)
+    b"a\xffb\xed\xa0\x80c\xe2\x82": "a\ufffdb\ufffdc\ufffd",
+    b"\xed\xbf": "\ufffd",
+    b"A\xed\xa0": "A\ufffd",
+    b"\xed\xbf\xbfA": "\ufffdA",
+    b"\xe0\x80": "\ufffd\ufffd",
+    b"\xf0\x90\x80A": "\ufffdA",
+    b"\xc0\xaf": "\ufffd\ufffd",
+}
+"""Python's ``errors="replace"`` gives three U+FFFD for a surrogate's three bytes, two for ``ED BF``."""
+
+
+def test_a_proto2_string_that_is_not_utf8_is_replaced_as_the_jdk_replaces_it():
+    """protobuf-java does not check a proto2 string (outside maps) and makes it a Java String,
+    whose decoder replaces other runs than Python's: ``a\\xffb\\xed\\xa0\\x80c`` was
+    ``a?b???c`` here and is ``a?b?c`` in from_protobuf (each ? a U+FFFD)."""
+    file, _ = built(proto_file("text2", {"Row": [("s", 1, FIELD.TYPE_STRING),
+                                                 ("ss", 2, FIELD.TYPE_STRING, None, FIELD.LABEL_REPEATED)]},
+                               syntax="proto2"))
+    double = RegistryDouble()
+    schema_id = double.add_protobuf(file)
+    bodies = [length_delimited(1, raw) + length_delimited(2, raw) for raw in JDK_STRINGS]
+    column = decode_column(double.options(PROTOBUF, schema_id), [framed(schema_id, body, b"\x00") for body in bodies])
+    assert column.undecodable == ()
+    assert column.values.to_pylist() == [{"s": text, "ss": [text]} for text in JDK_STRINGS.values()]
