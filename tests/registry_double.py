@@ -29,7 +29,14 @@ class RegistryDouble:
         self.schemas: dict[int, Schema] = {}
         self.asked: list[int] = []
         self.settings = RegistrySettings(f"http://registry-double-{next(_DOUBLES)}.invalid")
-        registry(self.settings)._client = self  # the decoders' process-wide client for these settings
+        self.install()
+
+    def install(self) -> None:
+        """Makes this double the decoders' process-wide client for its settings. Again before each
+        use: ``registry()`` keeps the 16 clients used last, so a double made at import (a module's
+        shared one) is dropped once a test session has made more, and its settings would get a
+        real client, which asks ``*.invalid`` (and retries) for every schema id."""
+        registry(self.settings)._client = self
 
     def add(self, schema: Schema) -> int:
         schema_id = len(self.schemas) + 1
@@ -50,6 +57,7 @@ class RegistryDouble:
     def options(self, fmt: str, reader_id: Optional[int], *, record_name: Optional[str] = None,
                 decode: bool = True, part: str = "value") -> FormatOptions:
         """``value.format`` options reading with ``reader_id`` pinned (None: each record as its writer's)."""
+        self.install()
         return FormatOptions(fmt, self.settings, part, "topic-value" if reader_id else None, reader_id, decode,
                              record_name)
 
