@@ -6,6 +6,7 @@ values are what Spark's ``ProtobufDeserializer`` gives over ``DynamicMessage`` (
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from registry_double import RegistryDouble, framed
 from test_protobuf_decode import FIELD, built, proto_file
@@ -119,3 +120,28 @@ def test_a_proto2_string_that_is_not_utf8_is_replaced_as_the_jdk_replaces_it():
     column = decode_column(double.options(PROTOBUF, schema_id), [framed(schema_id, body, b"\x00") for body in bodies])
     assert column.undecodable == ()
     assert column.values.to_pylist() == [{"s": text, "ss": [text]} for text in JDK_STRINGS.values()]
+
+
+def test_a_timestamp_or_duration_whose_microseconds_overflow_a_long_is_malformed_never_wrapped():
+    """Where ``seconds * 10^6 + nanos / 1000`` is beyond a long, Spark wraps (its ``seconds *
+    1000`` and its ``+`` are Java's plain long arithmetic; only ``millisToMicros`` is exact):
+    ``from_protobuf`` gives 1970-01-01 for a Timestamp of 2^62 seconds, -1 s for a Duration of
+    2^63 - 1 seconds, and the year -290308 for 9,223,372,036,854 seconds and 999,999,999
+    nanoseconds, which kafkasync gave too. Each is malformed now, naming the field; the largest
+    sum within a long still reads."""
+    file, classes = built(proto_file("times", {"Row": [("at", 1, FIELD.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
+                                                       ("took", 2, FIELD.TYPE_MESSAGE, ".google.protobuf.Duration")]}))
+    double = RegistryDouble()
+    schema_id = double.add_protobuf(file)
+    rows = []
+    for field, seconds, nanos in (("at", 9_223_372_036_854, 999_999_999), ("took", 2**63 - 1, 0),
+                                  ("at", 2**62, 0), ("took", -9_223_372_036_854, -775_809_000),
+                                  ("at", 9_223_372_036_854, 775_807_999), ("took", -9_223_372_036_854, -775_808_000)):
+        row = classes["Row"]()
+        getattr(row, field).seconds, getattr(row, field).nanos = seconds, nanos
+        rows.append(framed(schema_id, row.SerializeToString(), b"\x00"))
+    column = decode_column(double.options(PROTOBUF, schema_id), rows)
+    assert [(u.row, u.kind) for u in column.undecodable] == [(row, "malformed") for row in range(4)]
+    assert "field 'Row.at': 9223372036854 seconds and 999999999 nanoseconds overflow" in column.undecodable[0].reason
+    plain = column.values.cast(pa.struct([("at", pa.int64()), ("took", pa.int64())])).to_pylist()
+    assert plain[4:] == [{"at": 2**63 - 1, "took": None}, {"at": None, "took": -2**63}]

@@ -25,8 +25,13 @@ The rules are spark-protobuf's (Spark 4.x, default options), read in its source:
   them. An enum number the enum does not define reads as protobuf-java names it,
   ``UNKNOWN_ENUM_VALUE_<Enum>_<number>`` (``Descriptors.EnumValueDescriptor``; proto3's open
   enums; a proto2 closed enum keeps it among the unknown fields, so the field is null). A
-  Timestamp or Duration is ``seconds * 1,000,000`` (``Math.multiplyExact``: an overflow fails
-  the record) plus ``nanos / 1000`` truncated toward zero. Map entries and array elements are
+  Timestamp or Duration is ``seconds * 1,000,000`` plus ``nanos / 1000`` truncated toward zero,
+  and a record whose sum is beyond a long is malformed. Spark computes it as
+  ``DateTimeUtils.millisToMicros(seconds * 1000) + nanos / 1000``: only the second product is
+  ``Math.multiplyExact`` (its overflow fails the record), the first and the sum wrap as Java's
+  ``long`` does, so ``from_protobuf`` gives a Timestamp of 2^62 seconds as 1970-01-01 and a
+  Duration of 2^63 - 1 seconds as -1 second; kafkasync gives no such value (docs/formats.md's
+  table of differences). Map entries and array elements are
   read whole, without the presence rule (``getField`` of the entry's key and value).
 
 The values are built as the Python objects pyarrow takes for the Spark type's Arrow type:
@@ -68,13 +73,14 @@ def time_kind(descriptor: Any) -> Optional[str]:
 
 
 def micros(message: Any, path: str) -> int:
-    """A Timestamp's or Duration's microseconds, as ``from_protobuf`` computes them."""
+    """A Timestamp's or Duration's microseconds, as ``from_protobuf`` computes them where no
+    long overflows on the way (see the module); ConversionError where one would."""
     seconds, nanos = int(message.seconds), int(message.nanos)
-    whole = seconds * _MICROS
-    if not _LONG_MIN <= whole <= _LONG_MAX:
-        raise ConversionError(f"field {path!r}: {seconds} seconds overflow a long of microseconds")
-    total = whole + int(nanos / 1000)  # Java's long division truncates toward zero
-    return (total - _LONG_MIN) % _INT64_SPAN + _LONG_MIN  # Java's + wraps
+    total = seconds * _MICROS + int(nanos / 1000)  # Java's long division truncates toward zero
+    if not _LONG_MIN <= total <= _LONG_MAX:
+        raise ConversionError(f"field {path!r}: {seconds} seconds and {nanos} nanoseconds overflow a long of "
+                              "microseconds")
+    return total
 
 
 def as_dynamic_message(descriptor: Any) -> Any:
