@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from registry_double import RegistryDouble, framed
+from registry_double import RegistryDouble, framed, record
 from test_protobuf_decode import FIELD, built, proto_file
 from test_protobuf_decode import decode as decode_column
 
+from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.formats.options import PROTOBUF
 
 
@@ -145,3 +146,15 @@ def test_a_timestamp_or_duration_whose_microseconds_overflow_a_long_is_malformed
     assert "field 'Row.at': 9223372036854 seconds and 999999999 nanoseconds overflow" in column.undecodable[0].reason
     plain = column.values.cast(pa.struct([("at", pa.int64()), ("took", pa.int64())])).to_pylist()
     assert plain[4:] == [{"at": 2**63 - 1, "took": None}, {"at": None, "took": -2**63}]
+
+
+def test_an_enum_on_the_time_path_is_no_time_not_its_number_as_milliseconds():
+    """A bool or bytes field on the ``eventTime.field`` path was an invalid time, but an enum's
+    number was read as epoch milliseconds: ``kind: RETAIL`` (1) a valid time of 1970-01-01."""
+    file, classes = built(proto_file("kinds", {"Row": [("kind", 1, FIELD.TYPE_ENUM, ".shop.Kind")]},
+                                     enums={"Kind": [("NONE", 0), ("RETAIL", 1)]}))
+    double = RegistryDouble()
+    schema_id = double.add_protobuf(file)
+    read = double.options(PROTOBUF, schema_id, decode=False).time_reader("kind", "epochMillis")
+    with pytest.raises(InvalidTime, match=r"kind is an enum \(shop.Kind\), not a time"):
+        read(record(framed(schema_id, classes["Row"](kind=1).SerializeToString(), b"\x00")))

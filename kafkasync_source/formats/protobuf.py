@@ -331,6 +331,8 @@ def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], in
             return checked(int(found.seconds) * 1000 + int(found.nanos) // 1_000_000)
         if isinstance(found, (bool, bytes)):
             raise InvalidTime(f"{path} is a {type(found).__name__}, not a time")
+        if field.enum_type is not None:  # its number is no time (from_protobuf reads its name)
+            raise InvalidTime(f"{path} is an enum ({field.enum_type.full_name}), not a time")
         return convert(found)
     return read
 
