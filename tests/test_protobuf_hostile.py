@@ -14,6 +14,7 @@ from test_protobuf_decode import decode as decode_column
 
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.formats.options import PROTOBUF
+from kafkasync_source.formats.registry import KafkaSyncFormatError, registry
 
 
 def test_a_message_whose_type_would_outgrow_the_budget_is_refused_naming_the_option():
@@ -158,3 +159,48 @@ def test_an_enum_on_the_time_path_is_no_time_not_its_number_as_milliseconds():
     read = double.options(PROTOBUF, schema_id, decode=False).time_reader("kind", "epochMillis")
     with pytest.raises(InvalidTime, match=r"kind is an enum \(shop.Kind\), not a time"):
         read(record(framed(schema_id, classes["Row"](kind=1).SerializeToString(), b"\x00")))
+
+
+def importing_files(double: RegistryDouble):
+    """``shop/order.proto`` importing ``shop/money.proto``, registered as ``ProtobufSerializer``
+    registers them: the imported file under a subject named after it, the importing one with a
+    reference to it. The writer id and the Order class."""
+    from confluent_kafka.schema_registry import SchemaReference
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    money = descriptor_pb2.FileDescriptorProto(name="shop/money.proto", package="shop", syntax="proto3")
+    money.message_type.add(name="Money").field.add(name="cents", number=1, type=FIELD.TYPE_INT64,
+                                                   label=FIELD.LABEL_OPTIONAL)
+    order = proto_file("order", {"Order": [("id", 1, FIELD.TYPE_STRING),
+                                           ("price", 2, FIELD.TYPE_MESSAGE, ".shop.Money")]})
+    order.name = "shop/order.proto"
+    order.dependency[:] = ["shop/money.proto"]
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(order)
+    double.add_protobuf(pool.FindFileByName("shop/money.proto"), subject="shop/money.proto")
+    writer_id = double.add_protobuf(pool.FindFileByName("shop/order.proto"),
+                                    [SchemaReference("shop/money.proto", "shop/money.proto", 1)])
+    return writer_id, message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_a_file_that_imports_another_subjects_file_is_read_and_a_registry_blip_is_not_kept():
+    """confluent-kafka's resolver asks each imported version as ``format=serialized``, which
+    Apicurio answers with HTTP 500 for the descriptor its own serializer registered: no file that
+    imports another could be read (tests/test_formats_registry.py shows it on Apicurio). And a
+    registry that could not be reached while an import was fetched made the schema id unbuildable
+    for the process's life. Now each version is asked as stored, and a failure to reach the
+    registry fails that read, naming the import, and is asked again next time."""
+    double = RegistryDouble()
+    writer_id, order_class = importing_files(double)
+    message = order_class(id="o1")
+    message.price.cents = 995
+    payload = framed(writer_id, message.SerializeToString(), b"\x00")
+    options = double.options(PROTOBUF, writer_id)
+    registry(double.settings).schema(writer_id)  # the writer's schema is known; its import cannot be fetched
+    double.unreachable = 1
+    with pytest.raises(KafkaSyncFormatError, match=rf"schema id {writer_id} imports 'shop/money.proto', subject "
+                                                   r"'shop/money.proto' version 1, which the registry at http://"
+                                                   r"registry-double-\d+.invalid cannot give: ConnectionError"):
+        options.spark_type()
+    assert decode_column(options, [payload]).values.to_pylist() == [{"id": "o1", "price": {"cents": 995}}]
