@@ -89,8 +89,12 @@ def string_too_long(text: bytes) -> bool:
 
 
 def _java_length(token: bytes) -> int:
-    """The UTF-16 length of a JSON string token's text, as Java counts a String."""
-    return len(msgspec.json.decode(token, type=str).encode("utf-16-le", "surrogatepass")) // 2
+    """The UTF-16 length of a JSON string token's text, as Java counts a String; 0 for a token
+    msgspec does not read (a lone surrogate escape), whose document it refuses anyway."""
+    try:
+        return len(msgspec.json.decode(token, type=str).encode("utf-16-le", "surrogatepass")) // 2
+    except msgspec.DecodeError:
+        return 0
 
 
 def _depth(without_strings: bytes) -> int:
@@ -108,7 +112,8 @@ def _most_digits(without_strings: bytes) -> int:
 
 def _longest_quoted(document: bytes) -> int:
     """The most bytes between two quotes that are not escaped: at least the longest string's
-    (numpy, a few passes; a quote preceded by backslashes is looked at alone, and those are few)."""
+    (numpy, a few passes; only a quote that follows a backslash is looked at in Python, walking
+    back over its backslashes: linear too)."""
     characters = np.frombuffer(document, dtype=np.uint8)
     quotes = np.flatnonzero(characters == ord('"'))
     after_backslash = quotes[(quotes > 0) & (characters[quotes - 1] == ord("\\"))]
