@@ -5,8 +5,8 @@ registry answers ``.proto`` text unless asked with ``format=serialized`` (as con
 ``ProtobufDeserializer`` asks), while Apicurio keeps the descriptor as the client sent it and
 answers ``format=serialized`` with an error (HTTP 500, "Syntax error in ....proto"; measured on
 Apicurio 3.3.3), so the schema is asked for as stored first and as ``serialized`` only when it
-is text. The descriptor is built into a pool with the well-known types and the schema's
-references (confluent-kafka's ``_init_pool`` and ``_resolve_named_schema``); the writer's
+is text, and so is each file it imports (its references). The descriptor is built into a pool
+with the well-known types (confluent-kafka's ``_init_pool``) and those files; the writer's
 message is the one the record's message indexes name in it (formats/framing.py).
 
 **Read by tag, as ``from_protobuf`` reads.** Spark's ``from_protobuf`` parses the bytes with the
