@@ -136,3 +136,19 @@ def test_a_key_written_twice_stays_twice_in_the_text_a_string_column_holds():
     options, schema_id = options_for({"type": "object", "properties": {"s": {"type": ["string", "object"]}}})
     column = decode_column(options, [framed(schema_id, b'{"s": {"a": 1, "a": {"b": [2, {"b": 3, "b": 4}]}, "c": 5}}')])
     assert column.values.to_pylist() == [{"s": '{"a":1,"a":{"b":[2,{"b":3,"b":4}]},"c":5}'}]
+
+
+def test_a_local_ref_is_followed_through_escaped_names_and_array_indexes():
+    """A ``$ref`` is a URI fragment holding a JSON Pointer (RFC 6901): ``a~1b`` names ``a/b``,
+    ``%20`` a space, and ``/1`` indexes an array. Each such reference was looked up as written,
+    found nothing, and typed its property a string instead of its definition's struct."""
+    money = {"type": "object", "properties": {"cents": {"type": "integer"}}}
+    options, _ = options_for({"type": "object", "definitions": {"a/b": money, "m~n": money, "my money": money},
+                              "allOf": [{"type": "string"}, money],
+                              "properties": {"slash": {"$ref": "#/definitions/a~1b"},
+                                             "tilde": {"$ref": "#/definitions/m~0n"},
+                                             "space": {"$ref": "#/definitions/my%20money"},
+                                             "index": {"$ref": "#/allOf/1"}, "none": {"$ref": "#/allOf/7"}}})
+    struct = T.StructType([T.StructField("cents", T.LongType())])
+    assert [(f.name, f.dataType) for f in options.spark_type().fields] == [
+        ("slash", struct), ("tilde", struct), ("space", struct), ("index", struct), ("none", T.StringType())]

@@ -172,10 +172,22 @@ class _Derivation:
         return T.StructField(name, self.type_of(schema, depth + 1, expanding), True)
 
     def _target(self, reference: str) -> Any:
-        """What a local ``$ref`` (``#/definitions/Money``) points at in the root document."""
+        """What a local ``$ref`` (``#/definitions/Money``) points at in the root document: a URI
+        fragment (``%`` escapes) holding a JSON Pointer (RFC 6901: ``~1`` is ``/``, ``~0`` is
+        ``~``, a number indexes an array); {} where it points at nothing."""
+        from urllib.parse import unquote
+
         target: Any = self._root
-        for part in reference[1:].strip("/").split("/"):
-            target = target.get(part, {}) if part and isinstance(target, dict) else target
+        for part in unquote(reference[1:]).strip("/").split("/"):
+            if not part:
+                continue
+            name = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict):
+                target = target.get(name, {})
+            elif isinstance(target, list) and name.isdigit() and int(name) < len(target):
+                target = target[int(name)]
+            else:
+                return {}
         return target
 
 
