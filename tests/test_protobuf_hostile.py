@@ -204,3 +204,36 @@ def test_a_file_that_imports_another_subjects_file_is_read_and_a_registry_blip_i
                                                    r"registry-double-\d+.invalid cannot give: ConnectionError"):
         options.spark_type()
     assert decode_column(options, [payload]).values.to_pylist() == [{"id": "o1", "price": {"cents": 995}}]
+
+
+def test_a_users_own_timestamp_message_reads_as_from_protobuf_casts_it():
+    """``from_protobuf`` types any message named ``Timestamp`` or ``Duration`` whose fields are
+    ``seconds`` and ``nanos`` a timestamp or an interval, then casts the values to Java's
+    ``long`` and ``int`` (checked with protobuf-java 4.29.3 beside these bytes): string fields
+    fail the record, where kafkasync's ``int("abc")`` raised ValueError out of the column
+    decoder; unsigned ones are Java's signed values, so a uint64 of 2^64 - 1 seconds is -1 s,
+    which kafkasync called an overflow."""
+    proto = proto_file("own", {"Row": [("text", 1, FIELD.TYPE_MESSAGE, ".shop.Own.Timestamp"),
+                                       ("unsigned", 2, FIELD.TYPE_MESSAGE, ".shop.Unsigned.Duration")],
+                               "Own": [], "Unsigned": []})
+    for index, name, types in ((1, "Timestamp", (FIELD.TYPE_STRING, FIELD.TYPE_STRING)),
+                               (2, "Duration", (FIELD.TYPE_UINT64, FIELD.TYPE_UINT32))):
+        nested = proto.message_type[index].nested_type.add(name=name)
+        for number, (field_name, field_type) in enumerate(zip(("seconds", "nanos"), types), start=1):
+            nested.field.add(name=field_name, number=number, type=field_type, label=FIELD.LABEL_OPTIONAL)
+    file, classes = built(proto)
+    double = RegistryDouble()
+    schema_id = double.add_protobuf(file)
+    options = double.options(PROTOBUF, schema_id, record_name="shop.Row")
+    text, unsigned = classes["Row"](), classes["Row"]()
+    text.text.seconds = "abc"
+    unsigned.unsigned.seconds, unsigned.unsigned.nanos = 2**64 - 1, 2**32 - 1000
+    payloads = [framed(schema_id, message.SerializeToString(), b"\x00") for message in (text, unsigned)]
+    column = decode_column(options, payloads)
+    assert [(u.row, u.kind) for u in column.undecodable] == [(0, "malformed")]
+    assert "a shop.Own.Timestamp whose seconds and nanos are not a 64-bit and a 32-bit integer" in (
+        column.undecodable[0].reason)
+    assert column.values.cast(pa.struct([("text", pa.int64()), ("unsigned", pa.int64())])).to_pylist()[1] == {
+        "text": None, "unsigned": -1_000_001}
+    with pytest.raises(InvalidTime, match="not a 64-bit and a 32-bit integer"):
+        options.time_reader("text", "epochMillis")(record(payloads[0]))

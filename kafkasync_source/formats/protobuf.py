@@ -52,7 +52,13 @@ from kafkasync_source.formats.decoded import (
     Undecodable,
 )
 from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id
-from kafkasync_source.formats.protobuf_columns import Columns, ConversionError, as_dynamic_message, time_kind
+from kafkasync_source.formats.protobuf_columns import (
+    Columns,
+    ConversionError,
+    as_dynamic_message,
+    seconds_and_nanos,
+    time_kind,
+)
 from kafkasync_source.formats.registry import KafkaSyncFormatError, UnknownSchema, registry
 
 
@@ -374,7 +380,11 @@ def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], in
             if time_kind(found.DESCRIPTOR) != "timestamp":
                 raise InvalidTime(f"{path} is a {found.DESCRIPTOR.full_name}; a time is a number, a string or a "
                                   "google.protobuf.Timestamp")
-            return checked(int(found.seconds) * 1000 + int(found.nanos) // 1_000_000)
+            try:
+                seconds, nanos = seconds_and_nanos(found, path)
+            except ConversionError as why:
+                raise InvalidTime(str(why)) from None
+            return checked(seconds * 1000 + nanos // 1_000_000)
         if isinstance(found, (bool, bytes)):
             raise InvalidTime(f"{path} is a {type(found).__name__}, not a time")
         if field.enum_type is not None:  # its number is no time (from_protobuf reads its name)

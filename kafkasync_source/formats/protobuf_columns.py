@@ -25,7 +25,9 @@ The rules are spark-protobuf's (Spark 4.x, default options), read in its source:
   them. An enum number the enum does not define reads as protobuf-java names it,
   ``UNKNOWN_ENUM_VALUE_<Enum>_<number>`` (``Descriptors.EnumValueDescriptor``; proto3's open
   enums; a proto2 closed enum keeps it among the unknown fields, so the field is null). A
-  Timestamp or Duration is ``seconds * 1,000,000`` plus ``nanos / 1000`` truncated toward zero,
+  Timestamp or Duration is ``seconds * 1,000,000`` plus ``nanos / 1000`` truncated toward zero
+  (the two as Java's ``long`` and ``int``: a message so named whose fields are other types fails
+  the record, an unsigned one is signed),
   and a record whose sum is beyond a long is malformed. Spark computes it as
   ``DateTimeUtils.millisToMicros(seconds * 1000) + nanos / 1000``: only the second product is
   ``Math.multiplyExact`` (its overflow fails the record), the first and the sum wrap as Java's
@@ -72,10 +74,28 @@ def time_kind(descriptor: Any) -> Optional[str]:
     return None
 
 
+def seconds_and_nanos(message: Any, path: str) -> tuple[int, int]:
+    """A Timestamp's or Duration's ``seconds`` and ``nanos`` as Java's ``long`` and ``int`` hold
+    them (an unsigned value of 2^63 or 2^31 and more negative). ConversionError where they are
+    not one 64-bit and one 32-bit integer: ``from_protobuf`` types any message so named with
+    fields so named a timestamp or an interval, then casts their values
+    (``asInstanceOf[Long]``, ``asInstanceOf[Int]``), which fails the record."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    seconds_field, nanos_field = message.DESCRIPTOR.fields
+    if (seconds_field.cpp_type not in (F.CPPTYPE_INT64, F.CPPTYPE_UINT64) or seconds_field.is_repeated
+            or nanos_field.cpp_type not in (F.CPPTYPE_INT32, F.CPPTYPE_UINT32) or nanos_field.is_repeated):
+        raise ConversionError(f"field {path!r}: a {message.DESCRIPTOR.full_name} whose seconds and nanos are not a "
+                              "64-bit and a 32-bit integer, which from_protobuf fails (a ClassCastException)")
+    seconds, nanos = int(message.seconds), int(message.nanos)
+    return (seconds - _INT64_SPAN if seconds >= 1 << 63 else seconds,
+            nanos - _INT32_SPAN if nanos >= 1 << 31 else nanos)
+
+
 def micros(message: Any, path: str) -> int:
     """A Timestamp's or Duration's microseconds, as ``from_protobuf`` computes them where no
     long overflows on the way (see the module); ConversionError where one would."""
-    seconds, nanos = int(message.seconds), int(message.nanos)
+    seconds, nanos = seconds_and_nanos(message, path)
     total = seconds * _MICROS + int(nanos / 1000)  # Java's long division truncates toward zero
     if not _LONG_MIN <= total <= _LONG_MAX:
         raise ConversionError(f"field {path!r}: {seconds} seconds and {nanos} nanoseconds overflow a long of "
