@@ -64,7 +64,7 @@ $(DOCS_STAMP): pyproject.toml constraints.txt $(STAMP)
 # ruff and mypy on the package, configured in pyproject.toml, and the layout's import rules
 # (tests/test_layout.py, docs/architecture.md). CI runs it.
 lint: $(LINT_STAMP)
-	$(VENV)/bin/ruff check kafkasync_source kafkasync_dev
+	$(VENV)/bin/ruff check kafkasync_source kafkasync_dev benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest tests/test_layout.py -q -p no:cacheprovider
 
@@ -126,6 +126,9 @@ integration: venv
 # PySpark whose connector is served, on a broker from Maven Central. With it, kafkasync's decoded
 # columns beside from_avro, from_json and from_protobuf (spark-avro and spark-protobuf at the same
 # version; the Protobuf comparison is skipped, saying so, where spark-protobuf cannot be had).
+# Delta Lake's connector is built per Spark line too, and none is served for Spark 4.3: the
+# Delta tests (integration/test_delta.py; make integration skips them on 4.3, saying why) run
+# here, their jars (kafkasync_dev/testing/delta.py pins the release) resolved into the cache.
 PARITY_PYSPARK ?= 4.2.0
 PARITY_VENV    := .venv-pyspark$(PARITY_PYSPARK)
 PARITY_STAMP   := $(PARITY_VENV)/.kafkasync-test.stamp
@@ -163,8 +166,8 @@ parity-venv: $(PARITY_STAMP)
 
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
-	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
-	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py -rs $(PYTEST_ARGS)
+	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKASYNC_REQUIRE_DELTA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
+	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py integration/test_delta.py -rs $(PYTEST_ARGS)
 
 # The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
 # make parity's virtualenv (Spark's connector must match the running Spark; see parity).

@@ -1,8 +1,9 @@
 """What taking the event time from the record costs: ``eventTime.jsonPath`` on a real broker.
 
-A fresh topic of 8 x 200,000 JSON records of about 200 B (8-byte keys; the event time in
-``$.ts``, the Kafka timestamp the write time, ``retention.ms=-1``, every delivery report
-checked), on a real broker (``testing.local_broker.real_broker``). Measured in one run:
+A fresh topic of 8 x 200,000 JSON records of about 200 B (``harness.backlogs.produce_orders``:
+8-byte keys; the event time in ``$.ts``, the Kafka timestamp the write time), on a real broker.
+Against: the same reads on Kafka timestamps, and (``--beside-format-kafka``) ``format("kafka")``
+with ``get_json_object``; the targets are below and in ``make bench``'s table. Measured in one run:
 
 * **extraction on one core**: the seam (``event_time.record_time``) over records a consumer
   handed over, timed alone — records/s, beside the Kafka timestamp's;
@@ -13,7 +14,7 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
   (``planningMode=auto``: the brokers' time index, the default) and without it on the fetch
   path (``planningMode=fetch``), after an unmeasured warm-up read, each read three times in
   turns (:data:`REPEATS`; ratios of best times): seconds and broker bytes
-  per payload byte (``broker_bytes.BrokerBytesSampler``). Targets: the JSONPath read at least
+  per payload byte (``harness.samplers.BrokerBytesSampler``). Targets: the JSONPath read at least
   0.8 x the speed of the same read without it; bytes per payload byte at most the fetch path's.
   The path's read again with ``eventTime.order=nonDecreasing`` (the backlog is in time order per
   partition): the driver plans from records read at chosen offsets — the records it read (the
@@ -32,7 +33,7 @@ checked), on a real broker (``testing.local_broker.real_broker``). Measured in o
 **A field of a Schema Registry value** (``python -m benchmarks.event_time --avro-extraction``,
 :func:`avro_extraction`, in ``make bench``): the seam on one core with ``eventTime.field=
 source.ts_ms`` over Debezium change events framed as confluent-kafka's ``AvroSerializer`` frames
-them (``benchmarks.formats_bench``'s updates, about 200 B, a real registry:
+them (``harness.debezium``'s updates, about 200 B, a real registry:
 ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or one started here), beside ``eventTime.jsonPath`` over the
 same events as JSON and over this file's orders (``$.ts``), record by record and a consume()
 batch at a time; and ``value.decode``'s column of the same batches (by numpy, and through
@@ -51,21 +52,22 @@ time with ``get_json_object``; best of two after a warm-up (target: the promised
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Optional
 
-from benchmarks.broker_bytes import BrokerBytesSampler, _read_once
-from benchmarks.side_by_side import SourceRunnerPeak
-from kafkasync_dev.testing import Record
+from benchmarks.harness.backlogs import KEY_BYTES, PARTITIONS, order, produce_orders
+from benchmarks.harness.brokers import broker_port
+from benchmarks.harness.queries import driver_records_read
+from benchmarks.harness.samplers import BrokerBytesSampler, SourceRunnerPeak
+from benchmarks.harness.spark import kafka_reader, read_available_now, rows_read, session, windowed_count_seconds
 
-PARTITIONS, RECORDS_PER_PARTITION, KEY_BYTES = 8, 200_000, 8
+RECORDS_PER_PARTITION = 200_000
 EXTRACTION_SAMPLE = 200_000
 TARGETS = {"speed_vs_without": 0.8}
 EVENT_TIME = {"eventTime.jsonPath": "$.ts"}
 PROMISED = {**EVENT_TIME, "eventTime.order": "nonDecreasing"}
-VARIANTS = (  # (label, options): with the path, promised in order or not; without it on the
-    # default path; on the fetch path
+VARIANTS: tuple[tuple[str, dict[str, str]], ...] = (
+    # (label, options): with the path, promised in order or not; without it on the default path; on the fetch path
     ("json_path", EVENT_TIME),
     ("json_path_promised", PROMISED),
     ("kafka_timestamp_auto", {}),
@@ -73,47 +75,14 @@ VARIANTS = (  # (label, options): with the path, promised in order or not; witho
 )
 # The same reads under a cap of an eighth of the backlog a batch (8 batches), as backfills are read
 # and where synchronization matters: the driver fetches ahead while the executors read a batch.
-CAPPED_VARIANTS = (("json_path_capped", EVENT_TIME), ("json_path_promised_capped", PROMISED),
-                   ("kafka_timestamp_auto_capped", {}))
+CAPPED_VARIANTS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("json_path_capped", EVENT_TIME), ("json_path_promised_capped", PROMISED), ("kafka_timestamp_auto_capped", {}))
 CAPPED_BATCHES = 8
 REPEATS = 3
 SCALE_FACTOR = 10
 """The memory measurement's backlog, in backlogs (16 M records at make bench's size)."""
 """Reads of each variant, in turns (see :func:`_timed_reads`); a smoke reads each once."""
 SEAMS = (("json_path", ("jsonPath", "$.ts")), ("kafka_timestamp", None))
-
-
-def order(partition: int, i: int, event_time: int) -> bytes:
-    """A JSON order of about 200 bytes with its event time in ``ts``."""
-    return json.dumps({
-        "id": f"order-{partition}-{i:08d}", "ts": event_time, "customer": f"c{(i * 7919) % 1_000_000:07d}",
-        "amount": round((i % 10_000) / 7, 2), "currency": "EUR", "channel": "web", "status": "confirmed",
-        "country": "DE",
-        "items": [{"sku": f"s{i % 97}", "qty": 1 + i % 3}, {"sku": f"s{i % 89}", "qty": 1}],
-    }, separators=(",", ":")).encode()
-
-
-def produce_orders(bootstrap: str, topic: str, records_per_partition: int) -> int:
-    """The backlog; returns its payload bytes (keys and values)."""
-    from kafkasync_dev.testing.broker import KafkaBroker
-
-    now = int(time.time() * 1000)
-    event_start = now - 6 * 3_600_000
-    step = 6 * 3_600_000 // records_per_partition
-    copy_started = now - 60_000 - PARTITIONS * records_per_partition  # a copy job's clock, 1 ms a record
-    payload = [0]
-
-    def records() -> Iterator[Record]:
-        for i in range(records_per_partition):
-            for partition in range(PARTITIONS):
-                value = order(partition, i, event_start + i * step + partition)
-                payload[0] += KEY_BYTES + len(value)
-                yield Record(partition, copy_started + i * PARTITIONS + partition, b"k%07d" % i, value)
-
-    with KafkaBroker(bootstrap) as broker:
-        broker.create_topic(topic, PARTITIONS)
-        broker.produce(topic, records())
-    return payload[0]
 
 
 def _consumed(bootstrap: str, topic: str, sample: int) -> list:
@@ -131,7 +100,7 @@ def _consumed(bootstrap: str, topic: str, sample: int) -> list:
     return messages[:sample]
 
 
-def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, float]:
+def extraction_rate(bootstrap: str, topic: str, sample: int) -> dict[str, Any]:
     """Records/s of the seam on one core, over ``sample`` records consumed beforehand: record
     by record (``time_of``) and a consume() batch at a time (``times_of``, as the executors)."""
     from kafkasync_source.event_time import EventTimeOptions, record_time
@@ -225,8 +194,8 @@ def measure(spark: Any, bootstrap: str, records_per_partition: int = RECORDS_PER
     results["extraction_one_core"] = extraction_rate(bootstrap, topic, min(EXTRACTION_SAMPLE, records))
     results["driver_fetch_records_per_s"] = driver_fetch_rate(bootstrap, topic, records)
     results["latest_offset_wait_python_extractor"] = latest_offset_wait(bootstrap, topic, records)
-    _read_once(spark, bootstrap, topic, "kafkasync", dict(EVENT_TIME))  # warm-up, not measured
-    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    _read_once(spark, bootstrap, topic, dict(EVENT_TIME), [])  # warm-up, not measured
+    port = broker_port(bootstrap)
     cap = {"maxOffsetsPerTrigger": str(records // CAPPED_BATCHES)}
     reads = {**_timed_reads(spark, bootstrap, topic, records, payload, port, VARIANTS, {}, repeats),
              **_timed_reads(spark, bootstrap, topic, records, payload, port, CAPPED_VARIANTS, cap, repeats)}
@@ -267,12 +236,12 @@ def _timed_reads(spark: Any, bootstrap: str, topic: str, records: int, payload: 
             progress: list = []
             with BrokerBytesSampler(port) as sampler, SourceRunnerPeak() as runner:
                 started = time.perf_counter()
-                rows = _read_once(spark, bootstrap, topic, "kafkasync", {**options, **extra}, progress)
+                rows = _read_once(spark, bootstrap, topic, {**options, **extra}, progress)
                 seconds = time.perf_counter() - started
             if rows != records:
                 raise RuntimeError(f"{label} read {rows} of {records} records")
             samples[label].append({"seconds": seconds, "bytes_per_payload_byte": sampler.bytes_sent / payload,
-                                   "driver_records_read": _driver_records_read(progress),
+                                   "driver_records_read": driver_records_read(progress),
                                    "source_runner_peak_rss_mib": runner.peak / 2**20})
     reads = {}
     for label, runs in samples.items():
@@ -299,32 +268,26 @@ def runner_rss_at_scale(spark: Any, bootstrap: str, records_per_partition: int, 
         progress: list = []
         with SourceRunnerPeak() as runner:
             started = time.perf_counter()
-            rows = _read_once(spark, bootstrap, topic, "kafkasync", {**PROMISED, **extra}, progress)
+            rows = _read_once(spark, bootstrap, topic, {**PROMISED, **extra}, progress)
             seconds = time.perf_counter() - started
         if rows != records:
             raise RuntimeError(f"{label} read {rows} of {records} records")
         figures[label] = {"seconds": seconds, "batches": sum(1 for p in progress if p.numInputRows),
-                          "driver_records_read": _driver_records_read(progress),
+                          "driver_records_read": driver_records_read(progress),
                           "source_runner_peak_rss_mib": runner.peak / 2**20}
     return figures
 
 
-def _driver_records_read(progress: list) -> int:
-    """The records the driver read over a run: its last live report (``driverRecordsRead``)."""
-    reports = [json.loads(p.json)["sources"][0].get("latestOffset") for p in progress]
-    reports = [json.loads(r) if isinstance(r, str) else r for r in reports if r]
-    return max((r.get("driverRecordsRead", 0) for r in reports), default=0)
+def _read_once(spark: Any, bootstrap: str, topic: str, options: dict[str, str], progress: list) -> int:
+    """Rows of one kafkasync ``availableNow`` read into ``noop``; its progress reports into ``progress``."""
+    progress.extend(read_available_now(kafka_reader(spark, "kafkasync", bootstrap, topic, options),
+                                       f"kafkasync {options}"))
+    return rows_read(progress)
 
 
 def run(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION, repeats: int = REPEATS) -> dict[str, Any]:
     """:func:`measure` in a Spark session of its own (``make bench`` runs it on its broker)."""
-    import tempfile
-
-    from kafkasync_dev.testing.spark import local_spark_session
-    from kafkasync_source.spark.source import register
-
-    spark = local_spark_session("kafkasync-event-time", tempfile.mkdtemp(prefix="kafkasync-bench-"))
-    register(spark)
+    spark = session("kafkasync-event-time")
     try:
         return measure(spark, bootstrap, records_per_partition, repeats)
     finally:
@@ -341,46 +304,14 @@ promise on its ``eventTime`` column; kafkasync on Kafka timestamps and ``format(
 with ``get_json_object`` for the time (what ``format("kafka")``'s users do today)."""
 
 
-def windowed_read_seconds(spark: Any, bootstrap: str, topic: str, source: str, options: dict[str, str],
-                          column: Union[None, str, Callable[[Any], Any]], cap: int,
-                          expected: Optional[int] = None) -> float:
-    """Seconds of a capped ``availableNow`` run of a 5-minute window count on the event time
-    with a 10-minute watermark, into ``noop`` (the issue's setup). ``column``: the event-time
-    column's name, a function ``events -> time column``, or None (``$.ts`` by
-    ``get_json_object``). ``expected``: the rows the read must have read."""
-    from pyspark.sql import functions as F
-
-    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(cap)))
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    events = reader.load()
-    time_column = (column(events) if callable(column) else F.col(column) if column else
-                   F.timestamp_millis(F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")))
-    counts = (events.withColumn("event_time", time_column).withWatermark("event_time", "10 minutes")
-              .groupBy(F.window("event_time", "5 minutes")).count())
-    started = time.perf_counter()
-    query = counts.writeStream.format("noop").outputMode("update").trigger(availableNow=True).start()
-    query.awaitTermination()
-    seconds = time.perf_counter() - started
-    rows = sum(p.numInputRows for p in query.recentProgress)
-    if rows != PARTITIONS * (rows // PARTITIONS) or rows == 0 or expected not in (None, rows):
-        raise RuntimeError(f"{source} {options}: read {rows} rows" + (f" of {expected}" if expected else ""))
-    return seconds
-
-
 def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER_PARTITION,
                         runs: int = 2) -> dict[str, Any]:
     """The windowed reads of :data:`WINDOWED_READS` in one Spark that has Spark's own Kafka
     connector (``make parity``'s virtualenv: Maven Central serves none for some releases),
     capped at a quarter of the backlog a trigger, best of ``runs`` after a warm-up of each."""
-    import tempfile
-
     import pyspark
 
-    from kafkasync_dev.testing.spark import format_kafka_jars, local_spark_session
-    from kafkasync_source.spark.source import register
+    from kafkasync_dev.testing.spark import format_kafka_jars
 
     jars, why_not = format_kafka_jars()
     if jars is None:
@@ -388,14 +319,12 @@ def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER
     topic = f"kafkasync-bench-event-time-windowed-{int(time.time())}"
     produce_orders(bootstrap, topic, records_per_partition)
     cap = PARTITIONS * records_per_partition // 4
-    spark = local_spark_session("kafkasync-event-time-beside", tempfile.mkdtemp(prefix="kafkasync-bench-"),
-                                {"spark.jars": jars})
-    register(spark)
+    spark = session("kafkasync-event-time-beside", jars=jars)
     try:
         seconds: dict[str, list[float]] = {label: [] for label, *_ in WINDOWED_READS}
         for attempt in range(runs + 1):  # the first round warms each source up, unmeasured
             for label, source, options, column in WINDOWED_READS:
-                elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), column, cap)
+                elapsed = windowed_count_seconds(spark, bootstrap, topic, source, dict(options), column, cap)
                 if attempt:
                     seconds[label].append(elapsed)
     finally:
@@ -408,18 +337,6 @@ def beside_format_kafka(bootstrap: str, records_per_partition: int = RECORDS_PER
             "target_vs_format_kafka": 1.2}
 
 
-def debezium_events(count: int, registry_url: str, topic: str = "bench-debezium") -> tuple[list, list]:
-    """``count`` Debezium change events of an orders table, updates with ``before`` and
-    ``after`` rows (``benchmarks.formats_bench``'s, about 200 B framed, its schema registered by
-    ``AvroSerializer``), and the same events as JSON: ``(avro values, json values)``."""
-    from benchmarks.formats_bench import _encoder, _event
-
-    encode = _encoder(registry_url, topic)
-    now = int(time.time() * 1000)
-    events = [_event(0, i, now - 3_600_000 + i, now + i) for i in range(count)]
-    return [encode(event) for event in events], [json.dumps(event, separators=(",", ":")).encode() for event in events]
-
-
 def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats: int = REPEATS) -> dict[str, Any]:
     """Microseconds a record on one core to take the event time: ``eventTime.field`` on Avro
     beside ``eventTime.jsonPath`` on JSON (see the module doc), and to decode the value into its
@@ -427,11 +344,12 @@ def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats:
     ``repeats`` turns."""
     from confluent_kafka import Message
 
+    from benchmarks.harness.debezium import changes_in_memory
     from kafkasync_source.config.options import parse_options
     from kafkasync_source.event_time import EventTimeOptions, record_time
     from kafkasync_source.executor.range_reader import ARROW_BATCH_ROWS
 
-    avro, debezium_json = debezium_events(sample, registry_url)
+    avro, debezium_json = changes_in_memory(sample, registry_url)
     orders = [order(0, i, 1_700_000_000_000 + i) for i in range(sample)]
     options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "bench-debezium",
                              "value.format": "avro-confluent", "schema.registry.url": registry_url,
@@ -480,33 +398,33 @@ def avro_extraction(registry_url: str, sample: int = EXTRACTION_SAMPLE, repeats:
 
 def _value_decoders(value_format: Any) -> dict[str, Any]:
     """``records -> Arrow column`` of ``value.decode``, as the executors run it (numpy, with its
-    fallback) and as its fallback alone does it (fastavro's reader over the run, then
-    ``pa.array`` over the dicts: how every record was decoded before round 8)."""
+    fallback) and as its fallback alone does it (formats/avro/values.py record by record, then
+    ``pa.array`` over the values: what a schema numpy does not cover costs)."""
     import pyarrow as pa
     from pyspark.sql import types
 
-    from kafkasync_source.formats.avro import _DECODERS, _arrow_values
-    from kafkasync_source.formats.framing import HEADER_BYTES, schema_id
+    from kafkasync_source.formats.avro import _codec
+    from kafkasync_source.formats.framing import schema_id
     from kafkasync_source.spark.schema import arrow_schema
 
     arrow_type = arrow_schema(types.StructType([types.StructField("v", value_format.spark_type())])).field("v").type
     by_numpy = value_format.column_decoder(arrow_type)
-    decoder = _DECODERS[value_format]
-    to_arrow = _arrow_values(decoder.reader_schema)
+    codec = _codec(value_format)
 
-    def by_fastavro(records: list) -> Any:
+    def by_record(records: list) -> Any:
         values = [record.value() for record in records]
-        rows = decoder.decode_run(schema_id(values[0]), [value[HEADER_BYTES:] for value in values])
-        return pa.array([to_arrow(row) for row in rows], type=arrow_type)
-    return {"numpy": by_numpy, "fastavro": by_fastavro}
+        writer = codec.writer(schema_id(values[0]))
+        return pa.array([writer.decode_one(value) for value in values], type=arrow_type)
+    return {"numpy": by_numpy, "per_record": by_record}
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     import argparse
 
-    from kafkasync_dev.testing.local_broker import real_broker
+    from benchmarks.harness.brokers import on_real_broker, with_registry
+    from benchmarks.harness.results import print_json
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records: a smoke run")
     parser.add_argument("--beside-format-kafka", action="store_true",
                         help="only the windowed reads beside format(\"kafka\") (run in make parity's virtualenv)")
@@ -515,32 +433,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     records = 1_000 if args.tiny else RECORDS_PER_PARTITION
     if args.avro_extraction:
-        print(json.dumps(with_registry(lambda url: avro_extraction(
-            url, 10_000 if args.tiny else EXTRACTION_SAMPLE, 1 if args.tiny else REPEATS)), indent=2))
-        return
-    with real_broker() as (bootstrap, why_not):
-        if bootstrap is None:
-            figures: dict[str, Any] = {"skipped": why_not}
-        elif args.beside_format_kafka:
-            figures = beside_format_kafka(bootstrap, records, runs=1 if args.tiny else 2)
-        else:
-            figures = run(bootstrap, records, repeats=1 if args.tiny else REPEATS)
-    print(json.dumps(figures, indent=2))
-
-
-def with_registry(measure_with: Any) -> dict[str, Any]:
-    """``measure_with(url)`` against ``KAFKASYNC_SCHEMA_REGISTRY_URL`` or a registry started here."""
-    import os
-
-    from kafkasync_dev.testing.schema_registry import EXTERNAL_REGISTRY, RegistryUnavailable, start_registry
-
-    if os.environ.get(EXTERNAL_REGISTRY):
-        return measure_with(os.environ[EXTERNAL_REGISTRY].rstrip("/"))
-    try:
-        with start_registry() as registry:
-            return measure_with(registry.url)
-    except RegistryUnavailable as why:
-        return {"skipped": f"no Schema Registry: {why}"}
+        print_json(with_registry(lambda url: avro_extraction(
+            url, 10_000 if args.tiny else EXTRACTION_SAMPLE, 1 if args.tiny else REPEATS)))
+    elif args.beside_format_kafka:
+        runs = 1 if args.tiny else 2
+        print_json(on_real_broker(lambda bootstrap: beside_format_kafka(bootstrap, records, runs=runs)))
+    else:
+        print_json(on_real_broker(lambda bootstrap: run(bootstrap, records, repeats=1 if args.tiny else REPEATS)))
 
 
 if __name__ == "__main__":

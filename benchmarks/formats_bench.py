@@ -4,19 +4,17 @@ kafkasync beside ``format("kafka")`` + ``substring`` + ``from_avro``, in one Spa
 The backlog: 8 x 200,000 Debezium change events of an orders table (updates: ``before`` and
 ``after`` rows, ``source``, ``op``, ``ts_ms``; about 200 B framed), the schema registered by
 confluent-kafka's ``AvroSerializer`` in a real registry (Apicurio, started here, or the one
-``KAFKASYNC_SCHEMA_REGISTRY_URL`` names). The records are encoded with fastavro's
-``schemaless_writer`` behind the serializer's header, which is what ``AvroSerializer`` writes
-(checked byte for byte on a sample: :func:`_encoder`), so that producing 1.6 M records takes
-seconds, not minutes. Kafka timestamps are a copy job's write time; the event time,
-``source.ts_ms``, spans 6 hours, in order within each partition; ``retention.ms=-1``.
+``KAFKASYNC_SCHEMA_REGISTRY_URL`` names), encoded as ``harness.debezium`` says. Kafka timestamps
+are a copy job's write time; the event time, ``source.ts_ms``, spans 6 hours, in order within each
+partition; ``retention.ms=-1``.
 
 Each read is a 5-minute window count on ``source.ts_ms`` with a 10-minute watermark, capped at a
 quarter of the backlog a trigger (``maxOffsetsPerTrigger``), ``trigger(availableNow=True)`` into
-``noop`` (:func:`benchmarks.event_time.windowed_read_seconds`), in one Spark that has Spark's own
+``noop`` (:func:`benchmarks.harness.spark.windowed_count_seconds`), in one Spark that has Spark's own
 Kafka connector and ``org.apache.spark:spark-avro_2.13`` at its version (``make parity``'s
 virtualenv), best of ``runs`` after an unmeasured warm-up round of each, with the CPU seconds
 each kind of process spent a million records in the best read
-(:class:`benchmarks.side_by_side.CpuByProcess`: the JVM, the PySpark driver, the source runner,
+(:class:`benchmarks.harness.samplers.CpuByProcess`: the JVM, the PySpark driver, the source runner,
 the executors' Python workers, the broker, the machine):
 
 * ``kafkasync_field``: ``value.format=avro-confluent``, ``eventTime.field=source.ts_ms``, the
@@ -35,86 +33,18 @@ parity``'s virtualenv; ``benchmarks/side_by_side.py`` runs it in ``make bench``.
 
 from __future__ import annotations
 
-import io
-import json
-import tempfile
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
-PARTITIONS, RECORDS_PER_PARTITION = 8, 200_000
-SPAN_MS = 6 * 3_600_000
+from benchmarks.harness.backlogs import PARTITIONS
+from benchmarks.harness.debezium import envelope_schema, produce_changes
+from benchmarks.harness.samplers import CpuByProcess
+from benchmarks.harness.spark import jvm_pid, session, windowed_count_seconds
+
+RECORDS_PER_PARTITION = 200_000
 TOPIC_PREFIX = "kafkasync-bench-debezium"
 TARGETS = {"field_speed_vs_format_kafka": 1.0, "decoded_speed_vs_format_kafka": 0.8}
 FORMAT_KAFKA = "format_kafka_from_avro"
-
-
-def _envelope_schema() -> str:
-    from kafkasync_dev.testing.debezium import VALUE_V2, envelope_schema
-
-    return envelope_schema(VALUE_V2)
-
-
-def _event(partition: int, i: int, committed_ms: int, processed_ms: int) -> dict[str, Any]:
-    """An update of an order: about 200 B framed."""
-    from kafkasync_dev.testing.debezium import change_event
-
-    amount = round((i % 10_000) / 7, 2)
-    row = {"id": f"order-{partition}-{i:08d}", "customer": f"customer-{(i * 7919) % 1_000_000:07d}@example.com",
-           "amount": amount, "currency": "EUR"}
-    event = change_event(row, committed_ms, processed_ms, op="u")
-    event["before"] = {**row, "amount": amount + 1}
-    return event
-
-
-def _encoder(registry_url: str, topic: str) -> Callable[[dict], bytes]:
-    """``event -> framed bytes``: the serializer's header (its registered id) and fastavro's
-    ``schemaless_writer`` body, checked against ``AvroSerializer``'s own bytes on a sample."""
-    import fastavro
-
-    from kafkasync_dev.testing.debezium import avro_serializer
-
-    schema = _envelope_schema()
-    serialize = avro_serializer(registry_url, schema)
-    parsed = fastavro.parse_schema(json.loads(schema))
-    sample = [_event(p, i, 1_700_000_000_000 + i, 1_700_000_000_000) for p in range(2) for i in (0, 7, 123_456)]
-    header = serialize(sample[0], topic)[:5]
-
-    def encode(event: dict) -> bytes:
-        body = io.BytesIO()
-        fastavro.schemaless_writer(body, parsed, event)
-        return header + body.getvalue()
-    for event in sample:
-        if encode(event) != serialize(event, topic):
-            raise AssertionError("fastavro's encoding differs from AvroSerializer's: the benchmark would not "
-                                 "read what confluent-kafka writes")
-    return encode
-
-
-def produce_backlog(bootstrap: str, registry_url: str, topic: str, records_per_partition: int) -> dict[str, Any]:
-    """The backlog (see the module doc): records and mean framed value bytes."""
-    from kafkasync_dev.testing import Record
-    from kafkasync_dev.testing.broker import KafkaBroker
-
-    encode = _encoder(registry_url, topic)
-    now = int(time.time() * 1000)
-    event_start = now - SPAN_MS - 3_600_000
-    step = SPAN_MS // records_per_partition
-    copy_started = now - 60_000 - PARTITIONS * records_per_partition // 10  # 10 records a ms
-    value_bytes = [0]
-
-    def records() -> Iterator[Record]:
-        for i in range(records_per_partition):
-            for partition in range(PARTITIONS):
-                written = copy_started + (i * PARTITIONS + partition) // 10
-                value = encode(_event(partition, i, event_start + i * step + partition, written))
-                value_bytes[0] += len(value)
-                yield Record(partition, written, b"k%07d" % i, value)
-
-    with KafkaBroker(bootstrap) as broker:
-        broker.create_topic(topic, PARTITIONS)
-        broker.produce(topic, records())
-    count = PARTITIONS * records_per_partition
-    return {"records": count, "mean_value_bytes": round(value_bytes[0] / count, 1)}
 
 
 def reads(registry_url: str) -> tuple[tuple[str, str, dict[str, str], Callable[[Any], Any]], ...]:
@@ -124,7 +54,7 @@ def reads(registry_url: str) -> tuple[tuple[str, str, dict[str, str], Callable[[
 
     field = {"value.format": "avro-confluent", "schema.registry.url": registry_url,
              "eventTime.field": "source.ts_ms"}
-    schema = _envelope_schema()
+    schema = envelope_schema()
     return (
         ("kafkasync_field", "kafkasync", field, lambda events: F.col("eventTime")),
         ("kafkasync_field_promised", "kafkasync", {**field, "eventTime.order": "nonDecreasing"},
@@ -144,20 +74,13 @@ def beside_format_kafka(bootstrap: str, jars: str, registry_url: str,
     and spark-avro), best of ``runs`` after a warm-up round; ratios of best times."""
     import pyspark
 
-    from benchmarks.event_time import windowed_read_seconds
-    from benchmarks.side_by_side import CpuByProcess, _jvm_pid
-    from kafkasync_dev.testing.spark import local_spark_session
-    from kafkasync_source.spark.source import register
-
     topic = f"{TOPIC_PREFIX}-{int(time.time())}"
     log(f"formats: producing {PARTITIONS} x {records_per_partition:,} Debezium Avro change events")
     produced_at = time.perf_counter()
-    backlog = produce_backlog(bootstrap, registry_url, topic, records_per_partition)
+    backlog = produce_changes(bootstrap, registry_url, topic, records_per_partition)
     backlog["produce_s"] = round(time.perf_counter() - produced_at, 1)
     cap = backlog["records"] // 4
-    spark = local_spark_session("kafkasync-formats-beside", tempfile.mkdtemp(prefix="kafkasync-bench-"),
-                                {"spark.jars": jars})
-    register(spark)
+    spark = session("kafkasync-formats-beside", jars=jars)
     variants = reads(registry_url)
     seconds: dict[str, list[float]] = {label: [] for label, *_ in variants}
     cpu: dict[str, dict[str, float]] = {}
@@ -165,8 +88,8 @@ def beside_format_kafka(bootstrap: str, jars: str, registry_url: str,
         for attempt in range(runs + 1):  # the first round warms each source up, unmeasured
             for label, source, options, time_column in (variants if attempt % 2 else variants[::-1]):
                 log(f"formats: {label} ({'warm-up' if not attempt else f'run {attempt}'})")
-                with CpuByProcess(_jvm_pid(spark)) as used:
-                    elapsed = windowed_read_seconds(spark, bootstrap, topic, source, dict(options), time_column,
+                with CpuByProcess(jvm_pid(spark)) as used:
+                    elapsed = windowed_count_seconds(spark, bootstrap, topic, source, dict(options), time_column,
                                                     cap, expected=backlog["records"])
                 if attempt:
                     seconds[label].append(round(elapsed, 2))
@@ -197,7 +120,7 @@ def measure(bootstrap: str, jars: str, *, tiny: bool = False, log: Callable[[str
             ) -> dict[str, Any]:
     """:func:`beside_format_kafka` with a registry (``{"skipped": why}`` without one or without
     spark-avro): ``make bench`` sizes, or 8 x 1,000 records and one run when ``tiny``."""
-    from benchmarks.event_time import with_registry
+    from benchmarks.harness.brokers import with_registry
     from kafkasync_dev.testing.spark import spark_avro_jars
 
     avro_jars, why_not = spark_avro_jars()
@@ -209,18 +132,15 @@ def measure(bootstrap: str, jars: str, *, tiny: bool = False, log: Callable[[str
 
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
-    import sys
 
-    from benchmarks.side_by_side import broker_and_connector
+    from benchmarks.harness.brokers import broker_and_connector
+    from benchmarks.harness.results import log, print_json
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 x 1,000 records, one run: a smoke run")
     args = parser.parse_args(argv)
     with broker_and_connector() as (bootstrap, jars, why_not):
-        figures = ({"skipped": why_not} if bootstrap is None else
-                   measure(bootstrap, jars, tiny=args.tiny, log=lambda m: print(
-                       f"[bench {time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True)))
-    print(json.dumps(figures, indent=2))
+        print_json({"skipped": why_not} if bootstrap is None else measure(bootstrap, jars, tiny=args.tiny, log=log))
     return 0
 
 

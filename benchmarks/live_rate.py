@@ -12,29 +12,32 @@ with spare CPU and on one without, can.
 its Python workers, the broker and the producer get about half the cores they would: what a
 slower or busier machine does, shown on a fast one.
 
-**Steps.** Each source runs in a Spark of its own (a child process, as
-``benchmarks.side_by_side`` runs them), both kept up for the whole run and taking turns step by
-step, which one goes first alternating, so that other work on a shared machine weighs on both
-alike. A step: a new topic of 8 partitions, a new query on it (default trigger,
-``read_committed``, ``max.task.idle.ms=0`` for kafkasync, into ``foreachBatch``), and a
-producer process writing 100-byte records at the step's rate (:data:`RATES`) for
-:data:`STEP_SECONDS`. A record's latency runs from its ``CreateTime`` to its batch's
-``foreachBatch``. The first :data:`WARM_UP_SECONDS` of a step are its warm-up and its last
-:data:`TAIL_SECONDS` its end; over the rest (the steady window) a rate is **sustained** when
-the p99 latency stays under :data:`BOUND_MS` (a record still missing :data:`DRAIN_SECONDS`
-after the producer stopped counts as later than that), and the median latency of the window's
-last third is at most :data:`GROWTH_MS` above its first third's (a source falling behind shows
-there first). A source's steps stop at its first rate not sustained once :data:`COST_RATE`
-has been measured, to keep the run short. With the defaults a step takes about 45 s (36 s of
-production, 10 s of warm-up, 4 s of tail) and a condition at most 4 steps per source: the whole
-benchmark about 15 minutes on 2 cores (2 Spark starts, 2 x 30 s of JVM warm-up, 16 steps at
-most).
+**Steps.** Each source runs in a Spark of its own (a child process, ``harness.children.Child``),
+both kept up for the whole run and taking turns step by step, which one goes first alternating,
+so that other work on a shared machine weighs on both alike. A step: a new topic of 8
+partitions, a new query on it (default trigger, ``read_committed``, ``max.task.idle.ms=0`` for
+kafkasync, into ``foreachBatch``), and a producer process (``harness.backlogs.PacedProducer``)
+writing 100-byte records at the step's rate (:data:`RATES`) for :data:`STEP_SECONDS`. A record's
+latency runs from its ``CreateTime`` to its batch's ``foreachBatch``. The first
+:data:`WARM_UP_SECONDS` of a step are its warm-up and its last :data:`TAIL_SECONDS` its end;
+over the rest (the steady window) a rate is **sustained** when the p99 latency stays under
+:data:`BOUND_MS` (a record still missing :data:`DRAIN_SECONDS` after the producer stopped counts
+as later than that), and the median latency of the window's last third is at most
+:data:`GROWTH_MS` above its first third's (a source falling behind shows there first). A
+source's steps stop at its first rate not sustained once :data:`COST_RATE` has been measured, to
+keep the run short. With the defaults a step takes about 45 s (36 s of production, 10 s of
+warm-up, 4 s of tail) and a condition at most 4 steps per source: the whole benchmark about 15
+minutes on 2 cores (2 Spark starts, 2 x 30 s of JVM warm-up, 16 steps at most).
 
 **CPU.** Over each step's steady window, the CPU seconds of every process
-(``side_by_side._cpu_seconds``: the Spark JVM, the Python workers, the Python source runner,
+(``harness.samplers.cpu_seconds_by_process``: the Spark JVM, the Python workers, the Python source runner,
 the broker and the PySpark driver; neither the producer nor the busy loops) per 1,000 records
 produced in it, and the sum. Records produced per second are measured (a starved producer may
 fall short of its rate).
+
+**Targets** (issue 42, :func:`targets`): in each condition kafkasync's sustainable rate at least
+``format("kafka")``'s and its CPU per record at most ``format("kafka")``'s at :data:`COST_RATE`;
+with the CPU starved, its p99 there at most 100 ms above ``format("kafka")``'s.
 
 ``python -m benchmarks.live_rate [--tiny] [--rates 1000,2000] [--conditions starved]
 [--write]`` prints JSON; ``--write`` merges it into ``benchmarks/results.json`` under
@@ -44,17 +47,20 @@ fall short of its rate).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-PARTITIONS = 8
+from benchmarks.harness.backlogs import PARTITIONS, PacedProducer
+from benchmarks.harness.children import Child, serve
+from benchmarks.harness.queries import arrival_sink, phases, steady_batches, wait_for_a_row
+from benchmarks.harness.samplers import cpu_seconds_between, cpu_seconds_by_process, machine_busy_seconds
+from benchmarks.harness.spark import LABELS, SOURCES, compared_options, jvm_pid, kafka_reader, session
+
 VALUE = b"v" * 100
 RATES = (1_000, 2_000, 4_000, 8_000)
 STEP_SECONDS = 36.0
@@ -75,69 +81,12 @@ COST_RATE = 2_000
 after a lower rate was not sustained, and the rate of the starved-latency target."""
 CONDITIONS = {"as is": 0, "CPU starved": -1}
 """Condition -> busy-loop processes beside the run (-1: one per core)."""
-SOURCES = ("kafka", "kafkasync")
-LABELS = {"kafka": 'format("kafka")', "kafkasync": "kafkasync"}
 TARGETS = {"starved_p99_extra_ms_at_2000": 100.0}
 JVM_WARM_UP_SECONDS = 30.0
 """Each source's first query, unmeasured, before any step."""
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-# -- the producer: a process of its own, so that no measured process pays for it ----------------
-
-def produce(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
-    """``rate`` records a second for ``seconds``, paced every 1/100 s (CreateTime is stamped at
-    ``produce()``); when it began (epoch ms), how many it sent and how long it took."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    total = int(rate * seconds)
-    chunk = max(1, rate // 100)
-    began, began_ms = time.monotonic(), time.time() * 1000
-    for i in range(total):
-        if i % chunk == 0:
-            lag = began + i / rate - time.monotonic()
-            if lag > 0:
-                time.sleep(lag)
-            producer.poll(0)
-        while True:
-            try:
-                producer.produce(topic, value=VALUE, partition=i % PARTITIONS)
-                break
-            except BufferError:  # the local queue is full: a starved machine's producer waits
-                producer.poll(0.01)
-    if producer.flush(60):
-        raise RuntimeError("records left undelivered")
-    return {"began_ms": began_ms, "records": total, "seconds": time.monotonic() - began}
-
-
-class _Producer:
-    """:func:`produce` in a child process (``--produce``), its figures read when it ends."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: int, seconds: float) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.live_rate", "--produce", bootstrap, topic, str(rate), str(seconds)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(HERE))
-
-    def result(self) -> dict[str, float]:
-        out, err = self._process.communicate(timeout=180)
-        for line in out.splitlines():
-            if line.startswith("PRODUCED "):
-                return json.loads(line[len("PRODUCED "):])
-        raise RuntimeError(f"producer failed (exit {self._process.returncode}): {err[-2000:]}")
 
 
 # -- the child: one Spark, one source, the rate steps -------------------------------------------
-
-def _reader(spark, source: str, bootstrap: str, topic: str):
-    from benchmarks.side_by_side import _options
-
-    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))
-    for key, value in _options(source).items():
-        reader = reader.option(key, value)
-    return reader
-
 
 def _create_topic(bootstrap: str, topic: str) -> None:
     """A new topic holding one record a partition, so a new query's first batch has rows."""
@@ -153,27 +102,19 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 def step(spark, source: str, bootstrap: str, rate: int, seconds: float, warm_up_s: float) -> dict[str, Any]:
     """One rate step (see the module's docstring): latency quantiles over the steady window,
     whether the rate was sustained, CPU seconds per 1,000 records per process, batch phases."""
-    from benchmarks.side_by_side import (
-        _jvm_pid,
-        _phases,
-        _steady_batches,
-        arrival_sink,
-        cpu_seconds_by_process,
-        wait_for_a_row,
-    )
-
     topic = f"kafkasync-live-rate-{source}-{rate}-{time.time_ns()}"
     _create_topic(bootstrap, topic)
     arrivals, sink = arrival_sink()
-    query = _reader(spark, source, bootstrap, topic).load().writeStream.foreachBatch(sink).start()
+    query = (kafka_reader(spark, source, bootstrap, topic, compared_options(source)).load()
+             .writeStream.foreachBatch(sink).start())
     try:
         wait_for_a_row(query, source, arrivals)
-        producer = _Producer(bootstrap, topic, rate, seconds)
+        producer = PacedProducer(bootstrap, topic, rate, seconds, process=True)
         time.sleep(warm_up_s)
-        cpu_before, machine_before = cpu_seconds_by_process(_jvm_pid(spark)), _machine_busy_seconds()
+        cpu_before, machine_before = cpu_seconds_by_process(jvm_pid(spark)), machine_busy_seconds(stolen=True)
         clock_before = time.monotonic()
         time.sleep(max(0.0, seconds - warm_up_s - TAIL_SECONDS))
-        cpu_after, machine_after = cpu_seconds_by_process(_jvm_pid(spark)), _machine_busy_seconds()
+        cpu_after, machine_after = cpu_seconds_by_process(jvm_pid(spark)), machine_busy_seconds(stolen=True)
         clock_after = time.monotonic()
         produced = producer.result()
         # A sustained rate delivers its last records within the bound; wait longer, to tell a
@@ -203,9 +144,7 @@ def step(spark, source: str, bootstrap: str, rate: int, seconds: float, warm_up_
               if all(thirds) else float("inf"))
     p99 = values[min(len(values) - 1, int(len(values) * 0.99))] if values else float("inf")
     window_records = produced["records"] * (clock_after - clock_before) / produced["seconds"]
-    cpu: dict[str, float] = {}
-    for pid, (name, used) in cpu_after.items():
-        cpu[name] = cpu.get(name, 0.0) + (used - cpu_before.get(pid, (name, 0.0))[1]) * 1000 / window_records
+    cpu = {name: used * 1000 / window_records for name, used in cpu_seconds_between(cpu_before, cpu_after).items()}
     cpu["total"] = sum(cpu.values())
     return {
         "rate": rate, "produced_per_s": produced["records"] / produced["seconds"],
@@ -218,21 +157,12 @@ def step(spark, source: str, bootstrap: str, rate: int, seconds: float, warm_up_
         "cores": {name: seconds_per_1000 * window_records / 1000 / (clock_after - clock_before)
                   for name, seconds_per_1000 in cpu.items()},
         "machine_busy_cores": (machine_after - machine_before) / (clock_after - clock_before),
-        "trigger_ms": _phases(progress, steady_from_ms),
+        "trigger_ms": phases(progress, steady_from_ms),
         "batch_ms_p90_max": _p90_max([p.durationMs.get("triggerExecution", 0)
-                                      for p in _steady_batches(progress, steady_from_ms)]),
+                                      for p in steady_batches(progress, steady_from_ms)]),
         "batches_per_s": sum(1 for at, stamps in arrivals if stamps and steady_from_ms <= at < steady_to_ms)
         / (steady_to_ms - steady_from_ms) * 1000,
     }
-
-
-def _machine_busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy so far (``/proc/stat``, all but idle and iowait):
-    beside what the measured processes used, what the producer, the busy loops and everyone
-    else on a shared machine did."""
-    with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _p90_max(durations: list[float]) -> list[float]:
@@ -247,63 +177,19 @@ def _finite(value: float) -> Optional[float]:
 
 
 def child_main(argv: list[str]) -> None:
-    """One Spark for one source, kept between steps: ``READY``, then for each ``STEP rate seconds
-    warm_up`` line on stdin one ``STEP {figures}`` line on stdout, until stdin closes."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--source", choices=SOURCES, required=True)
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--jars", required=True)
-    args = parser.parse_args(argv)
-    from benchmarks.side_by_side import _spark
-
-    spark = _spark(args.jars)
+    """One Spark for one source, kept between steps (``harness.children.serve``): each request
+    ``rate seconds warm_up`` answered with a step's figures."""
+    source, bootstrap, jars = argv
+    spark = session("kafkasync-live-rate", jars=jars)
     try:
-        print("READY", flush=True)
-        for line in sys.stdin:
-            rate, seconds, warm_up_s = line.split()[1:]
-            figures = step(spark, args.source, args.bootstrap, int(rate), float(seconds), float(warm_up_s))
-            print("STEP " + json.dumps(figures), flush=True)
+        serve(lambda request: step(spark, source, bootstrap, *_step_request(request)))
     finally:
         spark.stop()
 
 
-class _Child:
-    """A :func:`child_main` process: one source's Spark, asked for one step at a time."""
-
-    def __init__(self, source: str, bootstrap: str, jars: str) -> None:
-        self.source = source
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.live_rate", "--child", "--source", source, "--bootstrap", bootstrap,
-             "--jars", jars], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=os.path.dirname(HERE))
-        self._stderr: list[str] = []
-        threading.Thread(target=self._keep_stderr, daemon=True).start()
-        self._expect("READY")
-
-    def _keep_stderr(self) -> None:
-        assert self._process.stderr is not None
-        for line in self._process.stderr:
-            self._stderr = (self._stderr + [line])[-200:]
-
-    def _expect(self, prefix: str) -> str:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            if line.startswith(prefix):
-                return line[len(prefix):].strip()
-        self._process.wait()
-        raise RuntimeError(f"live_rate child {self.source} failed (exit {self._process.returncode}): "
-                           f"{''.join(self._stderr)[-2000:]}")
-
-    def step(self, rate: int, seconds: float, warm_up_s: float) -> dict[str, Any]:
-        assert self._process.stdin is not None
-        self._process.stdin.write(f"STEP {rate} {seconds} {warm_up_s}\n")
-        self._process.stdin.flush()
-        return json.loads(self._expect("STEP "))
-
-    def close(self) -> None:
-        if self._process.stdin is not None:
-            self._process.stdin.close()
-        self._process.wait(timeout=120)
+def _step_request(request: str) -> tuple[int, float, float]:
+    rate, seconds, warm_up_s = request.split()
+    return int(rate), float(seconds), float(warm_up_s)
 
 
 # -- the parent: conditions, sources, the summary -----------------------------------------------
@@ -342,7 +228,7 @@ def warm_up_broker(bootstrap: str, records: int = 200_000) -> None:
 
     topic = f"kafkasync-live-rate-warm-up-{time.time_ns()}"
     _create_topic(bootstrap, topic)
-    _Producer(bootstrap, topic, 20_000, records / 20_000).result()
+    PacedProducer(bootstrap, topic, 20_000, records / 20_000, process=True).result()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True})
     consumer.subscribe([topic])
@@ -378,32 +264,31 @@ def measure(bootstrap: str, jars: str, *, rates: tuple[int, ...] = RATES, second
     started = time.monotonic()
     log("live rate: warming the broker up")
     warm_up_broker(bootstrap)
-    children: list[_Child] = []
+    children: list[tuple[str, Child]] = []
     try:
         for source in SOURCES:
             log(f"live rate: starting {LABELS[source]}'s Spark, and its first query, unmeasured")
-            children.append(_Child(source, bootstrap, jars))
+            children.append((source, Child("benchmarks.live_rate", source, bootstrap, jars)))
             # A new JVM compiles Spark's and the connector's paths for its first minute: a step
             # at the start would measure that, and whichever source went first.
-            children[-1].step(COST_RATE, jvm_warm_up_s, jvm_warm_up_s / 2)
+            children[-1][1].ask(f"{COST_RATE} {jvm_warm_up_s} {jvm_warm_up_s / 2}")
         for condition, loops in conditions.items():
             with busy_loops(loops) as spinning:
                 figures: dict[str, Any] = {"busy_loops": spinning, "load_average_start": os.getloadavg()}
                 steps: dict[str, list[dict[str, Any]]] = {source: [] for source in SOURCES}
                 for index, rate in enumerate(rates):
-                    for child in children if index % 2 == 0 else children[::-1]:
-                        done = steps[child.source]
+                    for source, child in children if index % 2 == 0 else children[::-1]:
+                        done = steps[source]
                         if done and not done[-1]["sustained"] and done[-1]["rate"] >= COST_RATE:
                             continue  # it fell behind at a lower rate: a higher one is not sustained either
-                        done.append(child.step(rate, seconds, warm_up_s))
-                        log(f"live rate: {condition}: {LABELS[child.source]} at {rate:,}/s: "
-                            f"{_step_line(done[-1])}")
+                        done.append(child.ask(f"{rate} {seconds} {warm_up_s}"))
+                        log(f"live rate: {condition}: {LABELS[source]} at {rate:,}/s: {_step_line(done[-1])}")
                 for source in SOURCES:
                     figures[LABELS[source]] = summarize(steps[source])
                 figures["load_average_end"] = os.getloadavg()
             result["conditions"][condition] = figures
     finally:
-        for child in children:
+        for _, child in children:
             child.close()
     result["minutes"] = (time.monotonic() - started) / 60
     result["targets"] = targets(result)
@@ -449,7 +334,7 @@ def measure_here(*, tiny: bool = False, rates: Optional[tuple[int, ...]] = None,
                  log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """:func:`measure` on ``real_broker``'s broker with Spark's connector, or ``{"skipped": why}``.
     ``tiny``: one rate, short steps (a smoke run: the figures exist, their values mean nothing)."""
-    from benchmarks.side_by_side import broker_and_connector
+    from benchmarks.harness.brokers import broker_and_connector
 
     with broker_and_connector() as (bootstrap, jars, why_not):
         if bootstrap is None:
@@ -461,15 +346,13 @@ def measure_here(*, tiny: bool = False, rates: Optional[tuple[int, ...]] = None,
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from benchmarks.harness import results as results_file
+
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--produce"]:
-        bootstrap, topic, rate, seconds = argv[1:5]
-        print("PRODUCED " + json.dumps(produce(bootstrap, topic, int(rate), float(seconds))), flush=True)
-        return 0
     if argv[:1] == ["--child"]:
         child_main(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="one rate, 7 s steps: a smoke run")
     parser.add_argument("--rates", help="comma-separated records/s, instead of the default steps")
     parser.add_argument("--seconds", type=float, help="a step's length, instead of the default")
@@ -479,15 +362,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     conditions = {"both": CONDITIONS, "as-is": {"as is": 0}, "starved": {"CPU starved": -1}}[args.conditions]
     rates = tuple(int(r) for r in args.rates.split(",")) if args.rates else None
     results = measure_here(tiny=args.tiny, rates=rates, conditions=conditions, seconds=args.seconds,
-                           log=lambda m: print(f"[bench {time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
-    print(json.dumps(results, indent=2))
+                           log=results_file.log)
+    results_file.print_json(results)
     if args.write and "skipped" not in results:
-        path = os.path.join(HERE, "results.json")
-        merged = json.load(open(path)) if os.path.exists(path) else {}
-        merged.setdefault("side_by_side", {})["live_rate"] = results
-        with open(path, "w") as out:
-            json.dump(merged, out, indent=1, sort_keys=True)
-            out.write("\n")
+        results_file.merge(("side_by_side", "live_rate"), results)
     return 0
 
 

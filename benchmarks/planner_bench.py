@@ -11,6 +11,10 @@ Two measurements:
   ``DRIVER_RECORDS_PER_PARTITION`` small records each, all buffered. Timed: Spark's
   ``latestOffset(start)`` call on the first trigger (JSON in, fetcher repositioning,
   snapshot, plan, offsets, JSON out), and snapshot + plan repeated on the same buffers.
+
+And the time-index planner (``plan_from_index``) alone, and the driver's fetch rate. Against: the
+target of ``make bench`` (``benchmarks/run.py``), at most 50 ms a trigger at 512 partitions;
+``benchmarks/trigger_cost.py`` measures a trigger on a real broker, beside ``format("kafka")``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ import time
 
 import numpy as np
 
-from benchmarks.workloads import BASE_TS, produce_uniform
+from benchmarks.harness.backlogs import BASE_TS, produce_uniform
+from benchmarks.harness.index_model import IndexModel
 from kafkasync_source.config.options import parse_options
-from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
 from kafkasync_source.planning.planner import BatchLimits, PartitionState, TopicPartition, plan_batch
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
@@ -80,37 +84,14 @@ def index_planner(partitions: int, *, max_records: int | None = None) -> dict:
     never reads, answered by an in-memory index with Kafka's by-time semantics (the first
     offset whose timestamp is >= t): milliseconds per plan without the round trips, and how
     many ListOffsets rounds the plan asks for (the round trips a broker adds)."""
-    records = INDEX_RECORDS_PER_PARTITION
-    rates = {TopicPartition("bench", p): 10 + p % 7 for p in range(partitions)}  # ms per record
-
-    def first_offsets(times):
-        found = {tp: max(0, (t - BASE_TS + rates[tp] - 1) // rates[tp]) for tp, t in times.items()}
-        return {tp: None if offset >= records else (offset, BASE_TS + offset * rates[tp])
-                for tp, offset in found.items()}
-
-    def first_records(ranges):  # a log of records only: the entry at an offset is read there
-        return {tp: (offset, BASE_TS + offset * rates[tp]) if offset < until else None
-                for tp, (offset, until) in ranges.items()}
-
-    states = {tp: IndexedPartition(start=0, end_offset=records,
-                                   largest=(BASE_TS + (records - 1) * rate, records - 1))
-              for tp, rate in rates.items()}
+    model = IndexModel("bench", partitions, INDEX_RECORDS_PER_PARTITION, BASE_TS, lambda p: 10 + p % 7)
     limits = BatchLimits(max_records=max_records, previous_stream_time=BASE_TS - 1)
-    rounds = []
-
-    def counted(times):
-        rounds.append(1)
-        return first_offsets(times)
-
+    rounds: list[int] = []
     now = int(time.time() * 1000)
-    cut = plan_from_index(states, counted, first_records, now_ms=now, max_task_idle_ms=0, idle_since={}, limits=limits)
-    assert cut.has_batch and 0 < cut.records < partitions * records, "expected a partial cut"
+    cut = model.plan(limits, now, rounds)
+    assert cut.has_batch and 0 < cut.records < partitions * model.records, "expected a partial cut"
     per_plan = len(rounds)
-    milliseconds = _median_ms(
-        lambda: plan_from_index(states, first_offsets, first_records, now_ms=now, max_task_idle_ms=0,
-                                idle_since={}, limits=limits),
-        reps=max(5, 400 // partitions),
-    )
+    milliseconds = _median_ms(lambda: model.plan(limits, now), reps=max(5, 400 // partitions))
     # + latest and max_timestamp, the two rounds every trigger starts with (time_index.py).
     return {"ms": milliseconds, "list_offsets_rounds": per_plan + 2}
 
@@ -150,7 +131,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
     )
     buffered = budget_capacity(partitions)
     latest, snapshot_plan = [], None
-    for rep in range(3):
+    for _ in range(3):
         reader = KafkaSyncStreamReader(options, kafka_schema(False))
         try:
             fetcher = reader._sync_driver().fetcher()
@@ -158,7 +139,7 @@ def driver_full_buffers_ms(bootstrap: str, partitions: int) -> dict:
             now = int(time.time() * 1000)
             if snapshot_plan is None:
                 snapshot_plan = _median_ms(
-                    lambda: plan_batch(fetcher.snapshot({}), now_ms=now, max_task_idle_ms=0,
+                    lambda fetcher=fetcher, now=now: plan_batch(fetcher.snapshot({}), now_ms=now, max_task_idle_ms=0,
                                        idle_since={}),
                     reps=max(5, 200 // partitions),
                 )
@@ -204,7 +185,7 @@ def driver_path_ms(cluster, partitions: int, reps: int = 3) -> dict:
             if rep == 0:
                 now = int(time.time() * 1000)
                 snapshot_plan.append(_median_ms(
-                    lambda: plan_batch(fetcher.snapshot({}), now_ms=now,
+                    lambda fetcher=fetcher, now=now: plan_batch(fetcher.snapshot({}), now_ms=now,
                                        max_task_idle_ms=0, idle_since={}),
                     reps=10,
                 ))

@@ -1,8 +1,11 @@
 """The limit for a Python reader: one confluent-kafka consumer reading a whole topic.
 
-It touches key, value, offset and timestamp of every record (what any reader that hands the
-records on must do) and asks ``consume`` for at most the records still expected, so the last
-call never waits out its timeout for records that do not exist.
+Measures records/s of one consumer that touches key, value, offset and timestamp of every record
+(what any reader that hands the records on must do), on ``make bench``'s embedded cluster; it
+asks ``consume`` for at most the records still expected, so the last call never waits out its
+timeout for records that do not exist. Against it: kafkasync into ``noop`` (``benchmarks/run.py``,
+target: kafkasync at least 0.5 x this rate). ``python -m benchmarks.raw``: :func:`cpu_per_record`,
+the CPU a record costs each layer of kafkasync's reader, on a real broker (not in ``make bench``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Optional
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from benchmarks.workloads import Topic
+from benchmarks.harness.backlogs import Topic
 
 CONSUME_BATCH = 10_000
 
@@ -143,23 +146,21 @@ def cpu_per_record(bootstrap: str, topic: str, partitions: int, records_per_part
 
 def main() -> None:
     """``python -m benchmarks.raw``: :func:`cpu_per_record` on backlogs of 1 KB and 200 B records
-    (``broker_bytes.produce_backlog``), best of three, on a real broker."""
-    import json
+    (``harness.backlogs.produce_backlog``), best of three, on a real broker."""
+    from benchmarks.harness.backlogs import PARTITIONS, RECORDS_PER_PARTITION, produce_backlog
+    from benchmarks.harness.brokers import on_real_broker
+    from benchmarks.harness.results import print_json
 
-    from benchmarks.broker_bytes import PARTITIONS, RECORDS_PER_PARTITION, produce_backlog
-    from kafkasync_dev.testing.local_broker import real_broker
-
-    with real_broker() as (bootstrap, why_not):
-        if bootstrap is None:
-            print(json.dumps({"skipped": why_not}))
-            return
+    def measure(bootstrap: str) -> dict:
         results = {}
         for value_bytes in (1_000, 200):
             topic = f"kafkasync-cpu-{value_bytes}-{uuid.uuid4().hex[:6]}"
             produce_backlog(bootstrap, topic, RECORDS_PER_PARTITION, value_bytes)
             runs = [cpu_per_record(bootstrap, topic, PARTITIONS, RECORDS_PER_PARTITION) for _ in range(3)]
             results[f"{value_bytes} B"] = {name: min(run[name] for run in runs) for name in runs[0]}
-        print(json.dumps({"cpu_s_per_million_records": results}, indent=2))
+        return {"cpu_s_per_million_records": results}
+
+    print_json(on_real_broker(measure))
 
 
 if __name__ == "__main__":

@@ -1,28 +1,29 @@
 """``make bench``: what kafkasync's event-time synchronization costs, and what it buys.
 
-One run, one machine, one embedded Kafka cluster (librdkafka's mock broker, in this process),
-the same data for every measurement:
+One run, one machine; on the embedded Kafka cluster (librdkafka's mock broker, in this process),
+the same data for every measurement, then on a real broker:
 
-1. raw confluent-kafka consume rate: one consumer reads the whole topic touching key, value,
-   offset and timestamp of every record (the limit for a Python reader here);
-2. kafkasync end to end into Spark's ``noop`` sink, synchronized (default) and
-   ``max.task.idle.ms=-1``, measured alternately after a discarded warm-up query;
-3. driver cost per trigger at 8, 64 and 512 partitions, the driver's fetch rate, the batch
-   read, and the stream reader worker's peak RSS by backlog size;
-4. the demo's rate-limited backfill at a larger scale: records dropped behind the watermark;
-5. ``format("kafka")`` beside kafkasync on a real broker, when one and the connector are given
-   (``benchmarks/format_kafka.py``); 6. async_map (``benchmarks/async_bench.py``); 7. the time
-   from a field of Debezium Avro and its value decoded, per record on one core, against a
-   registry (``event_time.avro_extraction``; the Spark reads of it beside ``from_avro`` are
-   ``benchmarks/formats_bench.py``, run by ``side_by_side.py``).
+1. the limit for a Python reader, one confluent-kafka consumer (``benchmarks/raw.py``);
+2. the driver's cost per trigger at 8, 64 and 512 partitions and its fetch rate
+   (``benchmarks/planner_bench.py``);
+3. kafkasync end to end into Spark's ``noop`` sink, synchronized and ``max.task.idle.ms=-1``,
+   beside Spark's ceiling for a Python source, and a batch read (``benchmarks/throughput.py``);
+4. the driver's memory by backlog size (``benchmarks/driver_memory.py``);
+5. the demo's rate-limited backfill at a larger scale: records dropped behind the watermark
+   (``benchmarks/skew.py``);
+6. on a real broker: a trigger's cost at 512 and 4,096 partitions (``benchmarks/trigger_cost.py``),
+   ``eventTime.jsonPath`` (``benchmarks/event_time.py``); with a registry, ``eventTime.field`` and
+   ``value.decode`` on Debezium Avro, one core (``event_time.avro_extraction``);
+7. ``async_map`` against a thread pool and Arrow UDF concurrency (``benchmarks/async_bench.py``).
 
-Prints a markdown table and writes ``benchmarks/results.json`` and ``docs/img/skew.png``.
+``format("kafka")`` beside kafkasync is ``benchmarks/side_by_side.py``, which ``make bench`` runs
+next in ``make parity``'s virtualenv. Prints a markdown table with each target and whether it is
+met, and writes ``benchmarks/results.json`` and ``docs/img/skew.png``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -34,32 +35,19 @@ import time
 import warnings
 from typing import Any, Optional
 
-from benchmarks import async_bench, event_time, trigger_cost
+from benchmarks import async_bench, driver_memory, event_time, planner_bench, raw, skew, throughput, trigger_cost
+from benchmarks.harness import results as results_file
+from benchmarks.harness.backlogs import produce_uniform
+from benchmarks.harness.brokers import with_registry
+from benchmarks.harness.queries import add_listener
+from benchmarks.harness.results import log
+from benchmarks.harness.spark import session
 from kafkasync_dev.testing.local_broker import real_broker
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-PARTITIONS = 8
-RECORDS_PER_PARTITION = 40_000  # x 100-byte values: within the mock's 5 MiB per partition
-# Driver memory: the stream reader worker's peak RSS for backlogs below and well above what
-# the driver buffers and librdkafka prefetches (16 MiB). The default budget (32 MiB, 2.1 million
-# records) is more than the embedded cluster can hold, so these runs set the smallest budget,
-# 1 MiB (65,536 records): flat beyond that is what a larger budget does beyond its size.
-MEMORY_BUFFER_BYTES = 1024 * 1024
-MEMORY_BACKLOGS = (  # (records per partition, value bytes); the main topic adds 40,000 x 100 B
-    (10_000, 100),
-    (20_000, 100),
-    (90_000, 10),  # 720,000 records: near the mock's ~100,000 messages per partition
-)
-BATCH_READ_RUNS = 3
-WARMUP_RECORDS_PER_PARTITION = 5_000
-THROUGHPUT_ORDER = (0, -1, -1, 0, 0, -1)  # alternating (ABBAAB): neither mode always goes first
 
 TARGETS = {
     "kafkasync_vs_raw": 0.5,
     "sync_vs_unsync": 0.85,
     "planner_ms_at_512": 50.0,
-    "kafkasync_vs_format_kafka": 0.8,
     "default_batches": 2,
 }
 
@@ -82,51 +70,19 @@ def machine_facts() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError, IndexError):
         java_version = "unknown"
     return {
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "pyspark": pyspark.__version__,
-        "confluent_kafka": confluent_kafka.__version__,
-        "librdkafka": confluent_kafka.libversion()[0],
-        "pyarrow": pyarrow.__version__,
-        "numpy": numpy.__version__,
-        "java": java_version,
-        "spark_master": "local[2]",
+        "cores": os.cpu_count(), "cpu": cpu, "os": platform.platform(), "python": platform.python_version(),
+        "pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.__version__,
+        "librdkafka": confluent_kafka.libversion()[0], "pyarrow": pyarrow.__version__, "numpy": numpy.__version__,
+        "java": java_version, "spark_master": "local[2]",
         "kafka": "librdkafka mock cluster (1 broker, in the benchmark process)",
     }
-
-
-def _spark_session(log_path: str):
-    """The shared local session; the JVM's start-up chatter goes to ``log_path``."""
-    from kafkasync_dev.testing.spark import local_spark_session
-
-    conf = {
-        "spark.sql.streaming.numRecentProgressUpdates": "100000",
-        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-        "spark.local.dir": os.path.join(os.path.dirname(log_path), "local"),
-    }
-    if os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS"):  # format("kafka"), see format_kafka.py
-        conf["spark.jars"] = os.environ["KAFKASYNC_SPARK_KAFKA_JARS"]
-    spark = local_spark_session(
-        "kafkasync-bench", os.path.join(os.path.dirname(log_path), "warehouse"), conf,
-        jvm_log=log_path,
-    )
-    from kafkasync_source.spark.source import register
-
-    register(spark)
-    return spark
-
-
-def _log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def run(args) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     results: dict[str, Any] = {"machine": machine_facts(), "load_average_start": os.getloadavg()}
     workdir = tempfile.mkdtemp(prefix="kafkasync-bench-")
@@ -134,156 +90,87 @@ def run(args) -> dict[str, Any]:
     ok = False
     try:
         with real_broker() as (bootstrap, why_not):  # KAFKASYNC_BOOTSTRAP names it meanwhile
-            _measure(args, results, workdir)
-            results["trigger_cost"] = (trigger_cost.measure(bootstrap=bootstrap, log=_log) if bootstrap
+            _on_the_embedded_cluster(args, results)
+            results["trigger_cost"] = (trigger_cost.measure(bootstrap=bootstrap, log=log) if bootstrap
                                        else {"skipped": why_not})
-            _log("eventTime.jsonPath on 8 x 200,000 JSON records (benchmarks/event_time.py)")
+            log("eventTime.jsonPath on 8 x 200,000 JSON records (benchmarks/event_time.py)")
             results["event_time"] = event_time.run(bootstrap) if bootstrap else {"skipped": why_not}
-        _log("eventTime.field and value.decode on Debezium Avro, one core (benchmarks/event_time.py)")
-        results["avro_extraction"] = event_time.with_registry(event_time.avro_extraction)
-        results["async"] = async_bench.run()  # its own Spark session, after _measure's is stopped
+        log("eventTime.field and value.decode on Debezium Avro, one core (benchmarks/event_time.py)")
+        results["avro_extraction"] = with_registry(event_time.avro_extraction)
+        results["async"] = async_bench.run()  # its own Spark session, after the first one stopped
         ok = True
     finally:
         tempfile.tempdir = None
         if ok:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
-            print(f"Spark's log: {os.path.join(workdir, 'spark.log')}", file=sys.stderr)
+            print(f"Spark's log: spark.log under {workdir}", file=sys.stderr)
     results["load_average_end"] = os.getloadavg()
     results["bench_seconds"] = round(time.monotonic() - started, 1)
     return results
 
 
-def _measure(args, results: dict[str, Any], workdir: str) -> None:
-    from benchmarks import format_kafka, planner_bench, raw, skew
-    from benchmarks.spark_runs import add_listener, batch_read_seconds, run_query
-    from benchmarks.workloads import produce_uniform
+def _on_the_embedded_cluster(args: argparse.Namespace, results: dict[str, Any]) -> None:
     from kafkasync_dev.testing import MockKafkaCluster
     from kafkasync_dev.testing.plots import save_event_time_figure
 
+    partitions = throughput.PARTITIONS
     with MockKafkaCluster(brokers=1) as cluster:
         bootstrap = cluster.bootstrap_servers
-        _log(f"producing {PARTITIONS} x {RECORDS_PER_PARTITION:,} records of 100 B (+ warm-up, "
-             "small-backlog and skew topics)")
-        topic = produce_uniform(cluster, "bench", PARTITIONS, RECORDS_PER_PARTITION)
-        memory_topics = [
-            produce_uniform(cluster, f"bench-memory-{n}x{size}", PARTITIONS, n, value_bytes=size)
-            for n, size in MEMORY_BACKLOGS
-        ]
-        warmup = produce_uniform(cluster, "bench-warmup", PARTITIONS, WARMUP_RECORDS_PER_PARTITION)
+        log(f"producing {partitions} x {throughput.RECORDS_PER_PARTITION:,} records of 100 B (+ warm-up, "
+            "small-backlog and skew topics)")
+        topic = produce_uniform(cluster, "bench", partitions, throughput.RECORDS_PER_PARTITION)
+        memory_backlogs = [(topic, 100), *driver_memory.produce(cluster, partitions)]
+        warmup = produce_uniform(cluster, "bench-warmup", partitions, throughput.WARMUP_RECORDS_PER_PARTITION)
         skew_topics = skew.produce(cluster)
-        results["data"] = {
-            "partitions": PARTITIONS,
-            "records_per_partition": RECORDS_PER_PARTITION,
-            "records": topic.records,
-            "value_bytes": 100,
-            "key_bytes": 8,
-            "low_watermarks_checked": True,
-        }
+        results["data"] = {"partitions": partitions, "records_per_partition": throughput.RECORDS_PER_PARTITION,
+                           "records": topic.records, "value_bytes": 100, "key_bytes": 8,
+                           "low_watermarks_checked": True}
 
-        # 1. Raw consume rate (no Spark running yet).
-        _log("raw confluent-kafka consume")
+        # No Spark running yet: the raw consume rate, the driver's cost per trigger.
+        log("raw confluent-kafka consume")
         raw_result = raw.raw_consume_rps(bootstrap, topic, runs=args.raw_runs)
         results["raw_consume_rps"] = raw_result["rps"]
         results["raw_consume_runs_rps"] = raw_result["runs_rps"]
         results["raw_consume_default_backoff_rps"] = raw_result["default_backoff_rps"]
-
-        # 3a. Driver cost per trigger (no Spark running yet either).
-        _log("planner and driver path at 8, 64, 512 partitions")
-        results["planner_ms"] = {}
-        results["driver_snapshot_plan_full_ms"] = {}
-        results["driver_latest_offset_full_ms"] = {}
-        results["driver_latest_offset_ms"] = {}
-        for partitions in planner_bench.PARTITION_COUNTS:
-            results["planner_ms"][partitions] = planner_bench.pure_planner_ms(partitions)
-            full = planner_bench.driver_full_buffers_ms(bootstrap, partitions)
-            results["driver_snapshot_plan_full_ms"][partitions] = full["snapshot_plan_ms"]
-            results["driver_latest_offset_full_ms"][partitions] = full["latest_offset_ms"]
-            path = planner_bench.driver_path_ms(cluster, partitions, reps=args.driver_reps)
-            results["driver_latest_offset_ms"][partitions] = path["latest_offset_ms"]
+        log("planner and driver path at 8, 64, 512 partitions")
+        for key in ("planner_ms", "driver_snapshot_plan_full_ms", "driver_latest_offset_full_ms",
+                    "driver_latest_offset_ms"):
+            results[key] = {}
+        for count in planner_bench.PARTITION_COUNTS:
+            results["planner_ms"][count] = planner_bench.pure_planner_ms(count)
+            full = planner_bench.driver_full_buffers_ms(bootstrap, count)
+            results["driver_snapshot_plan_full_ms"][count] = full["snapshot_plan_ms"]
+            results["driver_latest_offset_full_ms"][count] = full["latest_offset_ms"]
+            results["driver_latest_offset_ms"][count] = planner_bench.driver_path_ms(
+                cluster, count, reps=args.driver_reps)["latest_offset_ms"]
         results["driver_latest_offset_buffered_per_partition"] = planner_bench.DRIVER_RECORDS_PER_PARTITION
         results["index_planner"] = {
-            partitions: {"no_limit": planner_bench.index_planner(partitions),
-                         "max_offsets_per_trigger": planner_bench.index_planner(partitions, max_records=100_000)}
-            for partitions in planner_bench.PARTITION_COUNTS
-        }
-        _log("driver fetch rate (offsets and timestamps only)")
+            count: {"no_limit": planner_bench.index_planner(count),
+                    "max_offsets_per_trigger": planner_bench.index_planner(count, max_records=100_000)}
+            for count in planner_bench.PARTITION_COUNTS}
+        log("driver fetch rate (offsets and timestamps only)")
         results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
 
-        # 2. Spark: warm-up, then the measured runs in alternating order.
-        _log("starting Spark (local[2]); warm-up query")
-        spark = _spark_session(os.path.join(workdir, "spark.log"))
+        log("starting Spark (local[2]); warm-up query")
+        spark = session("kafkasync-bench", conf={"spark.sql.streaming.numRecentProgressUpdates": "100000",
+                                                 "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"})
         try:
             listener = add_listener(spark)
-            run_query(spark, listener, label="warm-up", bootstrap=bootstrap, topic=warmup.name,
-                      expected_rows=warmup.records, options={"max.task.idle.ms": -1})
-            # Context: the same batch shape from a Python source that does no Kafka work.
-            from benchmarks.ceiling import CeilingDataSource
-
-            spark.dataSource.register(CeilingDataSource)
-            ceiling_runs = []
-            for _ in range(2):
-                ceiling_runs.append(run_query(
-                    spark, listener, label="ceiling", bootstrap="", topic="",
-                    expected_rows=topic.records, source_format="kafkasync-ceiling",
-                    options={"batches": 1, "partitions": PARTITIONS,
-                             "rows": RECORDS_PER_PARTITION}))
-            results["spark_python_source_ceiling_rps"] = max(r.rps for r in ceiling_runs)
-
-            runs = {0: [], -1: []}
-            for idle in THROUGHPUT_ORDER[: args.throughput_runs]:
-                _log(f"kafkasync -> noop, max.task.idle.ms={idle}")
-                run_ = run_query(spark, listener, label=f"idle={idle}", bootstrap=bootstrap,
-                                 topic=topic.name, expected_rows=topic.records,
-                                 options={"max.task.idle.ms": idle}, sample_rss=True)
-                runs[idle].append(run_)
-            results["kafkasync_rps"] = statistics.median(r.rps for r in runs[0])
-            results["kafkasync_unsync_rps"] = statistics.median(r.rps for r in runs[-1])
-            results["throughput_runs"] = [
-                {"max_task_idle_ms": idle, "rps": round(r.rps), "rows": r.rows,
-                 "processing_s": round(r.processing_s, 3), "wall_s": round(r.wall_s, 3),
-                 "data_batches": len(r.data_batches), "peak_rss_mb": round(r.peak_rss_mb, 1),
-                 "batch_rows": [p["numInputRows"] for p in r.data_batches]}
-                for idle in (0, -1) for r in runs[idle]
-            ]
-
-            _log("batch read .count()")
-            results["batch_read_s"] = batch_read_seconds(spark, bootstrap, topic)
-
-            # 3b. Driver memory: the stream reader worker's peak RSS by backlog size.
-            by_backlog = {}
-            for memory_topic in [topic] + memory_topics:
-                _log(f"driver memory, backlog of {memory_topic.records:,} records")
-                memory_run = run_query(
-                    spark, listener, label=memory_topic.name, bootstrap=bootstrap,
-                    topic=memory_topic.name, expected_rows=memory_topic.records, sample_rss=True,
-                    options={"driver.buffer.bytes": MEMORY_BUFFER_BYTES})
-                by_backlog[memory_topic.records] = memory_run.peak_rss_mb
-            results["driver_peak_rss_mb"] = max(by_backlog.values())
-            results["driver_peak_rss_mb_by_backlog"] = {
-                str(n): round(mb, 1) for n, mb in sorted(by_backlog.items())}
-            results["driver_peak_rss_backlogs"] = {
-                str(t.records): f"{PARTITIONS} x {t.records_per_partition:,} x {size} B"
-                for t, (_, size) in zip([topic] + memory_topics, [(0, 100)] + list(MEMORY_BACKLOGS))
-            }
-
-            # 4. Skew: records dropped behind the watermark.
+            results.update(throughput.measure(spark, listener, bootstrap, topic, warmup, args.throughput_runs))
+            results.update(driver_memory.measure(spark, listener, bootstrap, memory_backlogs))
             skew_runs = {}
             for idle in (0, -1):
-                _log(f"skew scenario, max.task.idle.ms={idle}")
+                log(f"skew scenario, max.task.idle.ms={idle}")
                 skew_runs[idle] = skew.run_skew(spark, listener, bootstrap, skew_topics, idle)
             results["late_dropped_sync"] = skew_runs[0].dropped
             results["late_dropped_unsync"] = skew_runs[-1].dropped
             results["skew"] = {
                 str(idle): {"read": r.read, "counted": r.counted, "dropped": r.dropped,
                             "predicted_dropped": r.predicted_dropped, "batches": r.per_batch()}
-                for idle, r in skew_runs.items()
-            }
-            save_event_time_figure([skew_runs[0], skew_runs[-1]], os.path.join(HERE, os.pardir, "docs", "img", "skew.png"),
+                for idle, r in skew_runs.items()}
+            save_event_time_figure([skew_runs[0], skew_runs[-1]], os.path.join(results_file.PICTURES, "skew.png"),
                                    skew_topics.first_timestamp_ms)
-
-            # 5. format("kafka") on a real broker, when its connector and a broker are given.
-            results["format_kafka"] = format_kafka.compare(spark, listener)
         finally:
             spark.stop()
 
@@ -294,25 +181,9 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     sync_vs_unsync = _ratio(results["kafkasync_rps"], results["kafkasync_unsync_rps"])
     per_trigger_512 = max(results["driver_latest_offset_full_ms"][512],
                           results["driver_latest_offset_ms"][512])
-    rss = {int(n): mb for n, mb in results["driver_peak_rss_mb_by_backlog"].items()}
-    # Flat: once the backlog exceeds twice what the driver may buffer, more backlog adds no
-    # memory: the largest backlog's peak RSS is at most 10% above the smallest such backlog's
-    # (run-to-run noise of a Python worker's RSS is about that; a drop is not growth).
-    full = [mb for n, mb in sorted(rss.items()) if n >= 2 * MEMORY_BUFFER_BYTES // 16]
-    growth = full[-1] - full[0]
-    default_batches = max(r["data_batches"] for r in results["throughput_runs"]
-                          if r["max_task_idle_ms"] == 0)
-    format_kafka = results.get("format_kafka", {})
-    if "skipped" in format_kafka:
-        versus = {"kafkasync >= 0.8 x format(\"kafka\"), batch read faster": {
-            "value": f"not run: {format_kafka['skipped']}", "met": None}}
-    else:
-        ratio = format_kafka["kafkasync_vs_format_kafka"]
-        versus = {"kafkasync >= 0.8 x format(\"kafka\"), batch read faster": {
-            "value": [round(ratio, 3), format_kafka["batch_read_faster"]],
-            "met": ratio >= TARGETS["kafkasync_vs_format_kafka"] and format_kafka["batch_read_faster"]}}
+    growth, smallest_full = driver_memory.growth_mb(results)
+    default_batches = max(r["data_batches"] for r in results["throughput_runs"] if r["max_task_idle_ms"] == 0)
     return {
-        **versus,
         "default options read the backlog in <= 2 batches": {
             "value": default_batches, "met": default_batches <= TARGETS["default_batches"]},
         "kafkasync_rps >= 0.5 x raw_consume_rps": {
@@ -322,7 +193,7 @@ def targets(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "planner <= 50 ms per trigger at 512 partitions": {
             "value": round(per_trigger_512, 1), "met": per_trigger_512 <= TARGETS["planner_ms_at_512"]},
         "driver memory flat in backlog size (growth <= 10% above 2x the buffers)": {
-            "value": round(growth, 1), "met": growth <= 0.1 * full[0]},
+            "value": round(growth, 1), "met": growth <= 0.1 * smallest_full},
         "late_dropped_sync = 0 and late_dropped_unsync > 0": {
             "value": [results["late_dropped_sync"], results["late_dropped_unsync"]],
             "met": results["late_dropped_sync"] == 0 and results["late_dropped_unsync"] > 0},
@@ -372,23 +243,11 @@ def markdown(results: dict[str, Any]) -> str:
     def yes(key: str) -> str:
         return {True: "**yes**", False: "**no**", None: "not run"}[t[key]["met"]]
 
-    fk = results["format_kafka"]
-    versus_key = 'kafkasync >= 0.8 x format("kafka"), batch read faster'
-    if "skipped" in fk:
-        versus_row = f"| kafkasync vs `format(\"kafka\")` | skipped: {fk['skipped']} | ≥ 0.8 ×; batch read faster | not run |"
-    else:
-        versus_row = (
-            f"| kafkasync vs `format(\"kafka\")` on {fk['broker']}: AvailableNow s (kafka / kafkasync); "
-            f"batch read s | {fk['available_now_s']['kafka']:.2f} / {fk['available_now_s']['kafkasync']:.2f} "
-            f"= {fk['kafkasync_vs_format_kafka']:.2f} ×; {fk['batch_read_s']['kafka']:.2f} / "
-            f"{fk['batch_read_s']['kafkasync']:.2f} | ≥ 0.8 ×; batch read faster | {yes(versus_key)} |")
-
     ceiling = results["spark_python_source_ceiling_rps"]
 
     def batches(idle: int) -> int:
         return int(statistics.median(
             r["data_batches"] for r in results["throughput_runs"] if r["max_task_idle_ms"] == idle))
-
 
     def ms(d: dict) -> str:
         return " / ".join(f"{d[p]:.1f}" for p in sorted(d, key=int))
@@ -423,7 +282,6 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['driver_fetch_rps']:,.0f} rec/s = {_ratio(results['driver_fetch_rps'], raw_rps):.2f} × raw | | |",
         f"| batch read `.count()` of the backlog | {results['batch_read_s']:.2f} s = "
         f"{results['data']['records'] / results['batch_read_s']:,.0f} rec/s | | |",
-        versus_row,
         f"| planner (`plan_batch`, full buffers: 32 MiB budget), ms at 8 / 64 / 512 partitions | "
         f"{ms(results['planner_ms'])} | | |",
         "| time-index planner (`plan_from_index`, 1,000,000 records a partition, none read), "
@@ -442,7 +300,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['driver_latest_offset_buffered_per_partition']:,} buffered/partition), ms at 8 / 64 / 512 | "
         f"{ms(results['driver_latest_offset_ms'])} | ≤ 50 at 512 | "
         f"{yes('planner <= 50 ms per trigger at 512 partitions')} |",
-        f"| stream reader worker peak RSS (MiB) by backlog (records), `driver.buffer.bytes` 1 MiB | {rss_text} | flat | "
+        f"| stream reader worker peak RSS (MiB) by backlog (records), `driver.buffer.bytes` 1 MiB | {rss_text} "
+        "| flat | "
         f"{yes('driver memory flat in backlog size (growth <= 10% above 2x the buffers)')} |",
         f"| rate-limited backfill (the demo's spans x 20, maxOffsetsPerTrigger=4,000): records dropped "
         f"behind the watermark, synchronized / -1 (= format(\"kafka\")'s split) | "
@@ -502,15 +361,15 @@ def avro_rows(figures: dict[str, Any]) -> list[str]:
         f"on one core, record by record / a consume() batch at a time (`eventTime.jsonPath` on the same events "
         f"as JSON, {size['json_path_$.source.ts_ms']:.0f} B: {as_json['per_record_us']:.2f} / "
         f"{as_json['batch_us']:.2f}) | {avro['per_record_us']:.2f} / {avro['batch_us']:.2f} | | |",
-        f"| `value.decode` of those events into its column, µs a record: numpy / fastavro (the fallback) | "
-        f"{decode['numpy']:.2f} / {decode['fastavro']:.2f} | | |",
+        f"| `value.decode` of those events into its column, µs a record: numpy / record by record (the fallback) | "
+        f"{decode['numpy']:.2f} / {decode['per_record']:.2f} | | |",
     ]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default=os.path.join(HERE, "results.json"))
-    parser.add_argument("--throughput-runs", type=int, default=len(THROUGHPUT_ORDER))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--output", default=results_file.RESULTS)
+    parser.add_argument("--throughput-runs", type=int, default=len(throughput.THROUGHPUT_ORDER))
     parser.add_argument("--raw-runs", type=int, default=5)
     parser.add_argument("--driver-reps", type=int, default=3)
     args = parser.parse_args(argv)
@@ -518,9 +377,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("TZ", "UTC")
     results = run(args)
     results["targets"] = targets(results)
-    with open(args.output, "w") as handle:
-        json.dump(results, handle, indent=1, sort_keys=True)
-        handle.write("\n")
+    results_file.write(results, args.output)
     print(markdown(results))
     print("\nasync_map vs a thread pool and Arrow UDF concurrency:\n" + async_bench.markdown(results["async"]))
     return 0

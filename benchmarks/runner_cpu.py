@@ -4,7 +4,7 @@ Spark starts ``pyspark.sql.streaming.python_streaming_source_runner`` as a new P
 every streaming query (PySpark 4.2: ``PythonStreamingSourceRunner``, not through the daemon), with
 ``$SPARK_HOME/python/lib/pyspark.zip`` first on its ``PYTHONPATH`` (``PythonUtils.sparkPythonPath``;
 a pip-installed PySpark ships that zip too). Measured inside Spark, its CPU moves by a fifth from
-run to run on a shared 2-core machine (``side_by_side.CpuByProcess``); this runs the same steps in a
+run to run on a shared 2-core machine (``harness.samplers.CpuByProcess``); this runs the same steps in a
 child process given the same ``PYTHONPATH``, on a real broker, and times each with
 ``getrusage`` (the whole process: librdkafka's threads included):
 
@@ -21,8 +21,10 @@ child process given the same ``PYTHONPATH``, on a real broker, and times each wi
   after a pause as long as the executors would read (``--pause``, librdkafka's threads keep
   running) the previous batch's ``commit``.
 
-``python -m benchmarks.runner_cpu`` starts a broker (``real_broker``), writes 8 partitions x
-50,000 records of 1 KB (``broker_bytes.produce_backlog``) and prints, as JSON, the phases of an
+Against: Spark's floor for any Python source (``floor``); no target (not in ``make bench``: a
+diagnostic of ``benchmarks/backlog_read.py``'s CPU figures).
+``python -m benchmarks.runner_cpu`` starts a broker (``harness.brokers``), writes 8 partitions x
+50,000 records of 1 KB (``harness.backlogs.produce_backlog``) and prints, as JSON, the phases of an
 uncapped read and of one capped at an eighth a trigger, each the median of ``--runs`` children.
 A deterministic figure where the machine is busy: run it under ``valgrind --tool=callgrind``
 (instructions instead of seconds).
@@ -150,7 +152,8 @@ def measure(bootstrap: str, topic: str, records: int, runs: int, pause_s: float)
     """Per read (uncapped, capped at an eighth), the median of each phase over ``runs`` runners."""
     import statistics
 
-    from benchmarks.side_by_side import CAPPED_SHARE, READ_COMMITTED
+    from benchmarks.backlog_read import CAPPED_SHARE
+    from benchmarks.harness.spark import READ_COMMITTED
 
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest",
                "max.task.idle.ms": "0", **READ_COMMITTED}
@@ -171,7 +174,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--pause", type=float, default=0.5, help="seconds between triggers, as executors read")
     parser.add_argument("--records-per-partition", type=int, default=None)
     args = parser.parse_args(argv)
-    from benchmarks.broker_bytes import PARTITIONS, RECORDS_PER_PARTITION, produce_backlog
+    from benchmarks.harness.backlogs import PARTITIONS, RECORDS_PER_PARTITION, produce_backlog
     from kafkasync_dev.testing.local_broker import real_broker
 
     per_partition = args.records_per_partition or RECORDS_PER_PARTITION

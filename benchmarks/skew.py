@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from benchmarks.harness.spark import kafka_reader
 from kafkasync_dev import demo
 from kafkasync_dev.testing.backfills import Backfill, spans
 
@@ -59,15 +60,8 @@ def run_skew(spark, listener, bootstrap: str, backfill: Backfill, max_task_idle_
     from pyspark.sql import functions as F
 
     total = backfill.records
-    events = (
-        spark.readStream.format("kafkasync")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", backfill.subscribe)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
-        .option("max.task.idle.ms", str(max_task_idle_ms))
-        .load()
-    )
+    limits = {"maxOffsetsPerTrigger": MAX_OFFSETS_PER_TRIGGER, "max.task.idle.ms": max_task_idle_ms}
+    events = kafka_reader(spark, "kafkasync", bootstrap, backfill.subscribe, limits).load()
     counts = (
         events.withWatermark("timestamp", demo.WATERMARK_DELAY)
         .groupBy(F.window("timestamp", demo.WINDOW), "topic")

@@ -8,8 +8,9 @@ the trigger cost at thousands of partitions (``trigger_cost --tiny``) and the by
 (``broker_bytes --tiny``, plain and transactional), and ``eventTime.field``/``value.decode`` on
 Avro against a registry (``event_time.avro_extraction``). ``--side-by-side`` (run in ``make parity``'s
 virtualenv, where Spark's connector is served) checks ``benchmarks/side_by_side.py`` instead,
-with ``benchmarks/live_rate.py`` in it (one rate, 7 s steps, both conditions), and one backlog
-(``backlog_small_records`` is the same code with smaller values).
+with ``benchmarks/live_rate.py`` in it (one rate, 7 s steps, both conditions), one backlog
+(``backlog_small_records`` is the same code with smaller values) and the many-partition backlog
+at 16 partitions.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -62,11 +62,9 @@ def trigger_cost(bootstrap: str) -> None:
 
 def broker_bytes() -> None:
     from benchmarks import broker_bytes as benchmark
-    from kafkasync_dev.testing.spark import local_spark_session
-    from kafkasync_source.spark.source import register
+    from benchmarks.harness.spark import session
 
-    spark = local_spark_session("kafkasync-bench-smoke", tempfile.mkdtemp(prefix="kafkasync-smoke-"))
-    register(spark)
+    spark = session("kafkasync-bench-smoke")
     try:
         _check("broker bytes", {"plain": benchmark.compare(spark, 500),
                                 "transactional": benchmark.compare_transactional(spark, 500)},
@@ -97,9 +95,10 @@ def avro_cost() -> None:
     no broker: a few seconds beside the registry's start); skipped saying why without one,
     failed under ``KAFKASYNC_REQUIRE_REGISTRY=1`` (as CI runs)."""
     from benchmarks import event_time
+    from benchmarks.harness.brokers import with_registry
     from kafkasync_dev.testing.schema_registry import REQUIRE_REGISTRY
 
-    figures = event_time.with_registry(lambda url: event_time.avro_extraction(url, 2_000, 1))
+    figures = with_registry(lambda url: event_time.avro_extraction(url, 2_000, 1))
     if "skipped" in figures:
         print(f"bench-smoke: eventTime.field on Avro is not run: {figures['skipped']}", flush=True)
         if os.environ.get(REQUIRE_REGISTRY, "") not in ("", "0"):
@@ -108,12 +107,14 @@ def avro_cost() -> None:
     us = figures["us_per_record"]  # labels hold dots (source.ts_ms): checked by name, not by dotted path
     _check("eventTime.field on Avro", {"avro": us["avro_field_source.ts_ms"], "json": us["json_path_$.source.ts_ms"],
                                        "decode": figures["value_decode_us_per_record"]},
-           "avro.per_record_us", "avro.batch_us", "json.batch_us", "decode.numpy", "decode.fastavro")
+           "avro.per_record_us", "avro.batch_us", "json.batch_us", "decode.numpy", "decode.per_record")
 
 
 def side_by_side() -> int:
-    from benchmarks import live_rate
+    from benchmarks import live_latency, live_rate
     from benchmarks import side_by_side as benchmark
+    from benchmarks.harness.floor_source import FLOOR_LABEL
+    from benchmarks.harness.spark import LABELS
 
     began = time.monotonic()
     figures = benchmark.measure(tiny=True, log=lambda message: print(
@@ -124,7 +125,7 @@ def side_by_side() -> int:
     size = next(key for key in figures["trigger_cost"]["broker"] if key.isdigit())
     figures["trigger"] = figures["trigger_cost"]["broker"][size]
     _check(f"side by side (Spark {figures['spark_version']})", figures,
-           *(f"backlog.{label}.{figure}" for label in benchmark.LABELS.values()
+           *(f"backlog.{label}.{figure}" for label in LABELS.values()
              for figure in ("seconds", "warm_seconds", "bytes_per_payload_byte", "jvm_peak_rss", "python_peak_rss",
                             "capped_seconds", "capped_bytes_per_payload_byte",
                             "warm_cpu_s_per_million_records.driver JVM", "capped_cpu_s_per_million_records.Spark",
@@ -132,17 +133,20 @@ def side_by_side() -> int:
            "backlog.kafkasync.capped_cpu_s_per_million_records.Python workers",
            "backlog.capped_cpu_per_record_vs_format_kafka.Spark and broker",
            "targets.backlog (1,000 B).capped_bytes_per_payload_byte.value",
-           f"backlog.{benchmark.FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
+           f"backlog.{FLOOR_LABEL}.seconds", "backlog.floor_speed_vs_format_kafka",
            "backlog.capped_floor_speed_vs_format_kafka",
            *(f"backlog.{read}_floor_cpu_per_record_vs_format_kafka.Spark and broker" for read in ("warm", "capped")),
            "latency.kafkasync.p99_ms", 'latency.format("kafka").p99_ms',
            "latency.kafkasync.steady.p99_ms", "latency.kafkasync.trigger_ms.addBatch",
            "latency.kafkasync.first_row_ms", 'latency.format("kafka").first_row_ms',
-           *(f"latency.{label}.trigger_ms.triggerExecution" for label in benchmark.LIVE_LABELS.values()),
+           *(f"latency.{label}.trigger_ms.triggerExecution" for label in live_latency.LIVE_LABELS.values()),
            "latency.kafkasync.python.latestOffset.handler_ms", "latency.kafkasync.python.tasks.ms",
            "latency.kafkasync.spark_tasks.task_ms", "latency.batch_ms_over_floor",
            "latency.batch_ms_over_tuned_floor", "targets.steady_p99_extra_ms.value",
-           "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms")
+           "trigger.no_limit.format_kafka.ms", "trigger.max_offsets_per_trigger.timeIndex.walk.ms",
+           *(f"many_partitions.{label}.{figure}" for label in LABELS.values()
+             for figure in ("seconds", "trigger_seconds", "batches", "spark_tasks")),
+           "many_partitions.kafkasync_speed_vs_format_kafka")
     rate = str(live_rate.COST_RATE)
     _check("live rate", figures["live_rate"],
            *(f"conditions.{condition}.{label}.{figure}" for condition in live_rate.CONDITIONS

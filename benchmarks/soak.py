@@ -17,8 +17,8 @@ killed by its container's limit in the end. This benchmark runs one live query f
 * every :data:`HEAP_EVERY` samples, the JVM's heap after a full collection (``jcmd GC.run`` then
   ``GC.heap_info``): outside kafkasync's code, beside ``--source kafka``'s on the same stream.
 
-**Stream.** A producer process (idempotent, ``linger.ms`` 5) writes ``--rate`` records a second
-of :data:`VALUE_BYTES` JSON (``{"ts": <epoch ms>, "pad": "..."}``, ``ts`` non-decreasing) round
+**Stream.** A producer process (``harness.backlogs.PacedProducer``: idempotent, ``linger.ms`` 5)
+writes ``--rate`` records a second of 200-byte JSON (``{"ts": <epoch ms>, "pad": "..."}``, ``ts`` non-decreasing) round
 robin over ``--partitions`` partitions of a new topic, for the whole run. The query reads it
 from the earliest offset (default trigger, ``read_committed``, ``max.task.idle.ms=0``) into
 ``foreachBatch``. Variants (``--variant``): ``default`` (the Kafka timestamp), ``json``
@@ -56,13 +56,16 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tracemalloc
 from typing import Any, Callable, Optional
 
 import kafkasync_source
+from benchmarks.harness.backlogs import JSON_VALUE_BYTES, PacedProducer
+from benchmarks.harness.queries import add_listener, quantile
+from benchmarks.harness.samplers import descends_from, processes, status_kib
+from benchmarks.harness.spark import compared_options, jvm_pid, kafka_reader, session
 from kafkasync_source.spark.source import KafkaSyncDataSource
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
@@ -74,7 +77,6 @@ WARM_UP_MINUTES = 5.0
 WINDOW_MINUTES = 5.0
 RSS_GROWTH_MIB = 5.0
 COST_GROWTH, COST_SLACK_MS = 1.25, 2.0
-VALUE_BYTES = 200
 VARIANTS = {"default": {}, "json": {"eventTime.jsonPath": "$.ts"},
             "json-ordered": {"eventTime.jsonPath": "$.ts", "eventTime.order": "nonDecreasing"}}
 TRACEMALLOC_ENV, TRACEMALLOC_EVERY_ENV = "KAFKASYNC_TRACEMALLOC", "KAFKASYNC_TRACEMALLOC_EVERY"
@@ -136,104 +138,23 @@ class TracemallocKafkaSync(KafkaSyncDataSource):
         return _TracemallocStream(self._parse(streaming=True), schema)
 
 
-# -- the producer: a process of its own -----------------------------------------------------
-
-def produce(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int) -> dict[str, Any]:
-    """``rate`` JSON records a second for ``seconds`` round robin over ``partitions``, paced
-    every 1/100 s; how many it sent, how long it took and how many failed."""
-    from confluent_kafka import Producer
-
-    failed = [0]
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failed[0] += 1
-
-    # Idempotent: a retried batch must not land behind later ones (eventTime.order=nonDecreasing).
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                         "acks": "all"})
-    pad = "x" * (VALUE_BYTES - len('{"ts":1700000000000,"pad":""}'))
-    total, chunk = int(rate * seconds), max(1, rate // 100)
-    began, last_ms = time.monotonic(), 0
-    for i in range(total):
-        if i % chunk == 0:
-            lag = began + i / rate - time.monotonic()
-            if lag > 0:
-                time.sleep(lag)
-            producer.poll(0)
-            last_ms = max(last_ms, int(time.time() * 1000))
-        value = f'{{"ts":{last_ms},"pad":"{pad}"}}'.encode()
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    left = producer.flush(120)
-    return {"records": total, "seconds": time.monotonic() - began, "failed": failed[0], "undelivered": left}
-
-
-def _producer(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.soak", "--produce", bootstrap, topic, str(rate), str(seconds),
-         str(partitions)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _produced(process: subprocess.Popen) -> dict[str, Any]:
-    out, err = process.communicate(timeout=300)
-    for line in out.splitlines():
-        if line.startswith("PRODUCED "):
-            return json.loads(line[len("PRODUCED "):])
-    raise RuntimeError(f"producer failed (exit {process.returncode}): {err[-2000:]}")
-
-
 # -- what is sampled: processes, trigger cost, the JVM's heap ---------------------------------
-
-def _status_kib(pid: int, *fields: str) -> dict[str, int]:
-    """Fields of ``/proc/<pid>/status`` in KiB (``VmRSS``, ``RssAnon``...)."""
-    found: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name = line.split(":", 1)[0]
-            if name in fields:
-                found[name] = int(line.split()[1])
-    return found
-
 
 def spark_processes(root: int) -> dict[str, list[int]]:
     """This Spark's Python processes under ``root`` (this process): the streaming source
     runner(s), the worker daemon, the workers it forked."""
-    parents: dict[int, int] = {}
-    commands: dict[int, bytes] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                commands[int(entry)] = cmdline.read()
-        except OSError:  # exited meanwhile
-            continue
-
-    def under_root(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 1)
-            if pid == root:
-                return True
-        return False
-
+    table = processes()
     found: dict[str, list[int]] = {"runner": [], "daemon": [], "workers": []}
-    for pid, command in commands.items():
-        if not under_root(pid):
+    for pid, process in table.items():
+        if pid == root or not descends_from(table, pid, root):
             continue
-        if b"python_streaming_source_runner" in command:
+        if b"python_streaming_source_runner" in process.command:
             found["runner"].append(pid)
-        elif command.endswith(b"pyspark.daemon\0pyspark.worker\0"):
+        elif process.command.endswith(b"pyspark.daemon\0pyspark.worker\0"):
             # The daemon forks its workers without exec: they share its command line. (Spark
             # starts other daemons too, for planning a data source's read: not the executors'.)
-            is_daemon = commands.get(parents.get(pid, 1), b"") != command
+            parent = table.get(process.parent)
+            is_daemon = parent is None or parent.command != process.command
             found["daemon" if is_daemon else "workers"].append(pid)
     return found
 
@@ -242,7 +163,7 @@ def _rss_mib(pids: list[int]) -> list[float]:
     values = []
     for pid in pids:
         try:
-            values.append(_status_kib(pid, "VmRSS")["VmRSS"] / 1024)
+            values.append(status_kib(pid, "VmRSS")["VmRSS"] / 1024)
         except (OSError, KeyError):
             continue
     return values
@@ -269,9 +190,10 @@ class TriggerCosts:
         self._lock = threading.Lock()
         self._batches: list[tuple[float, float, int]] = []
 
-    def add(self, latest_offset_ms: float, trigger_ms: float, rows: int) -> None:
+    def add(self, progress: Any) -> None:
         with self._lock:
-            self._batches.append((latest_offset_ms, trigger_ms, rows))
+            self._batches.append((float(progress.durationMs.get("latestOffset", 0)),
+                                  float(progress.durationMs.get("triggerExecution", 0)), int(progress.numInputRows)))
 
     def take(self) -> list[tuple[float, float, int]]:
         with self._lock:
@@ -279,32 +201,7 @@ class TriggerCosts:
         return taken
 
 
-def _listener(costs: TriggerCosts) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
-            progress = event.progress
-            costs.add(float(progress.durationMs.get("latestOffset", 0)),
-                      float(progress.durationMs.get("triggerExecution", 0)), int(progress.numInputRows))
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            pass
-
-    return Listener()
-
-
-def _quantile(ordered: list[float], share: float) -> Optional[float]:
-    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else None
-
-
-def sample(jvm_pid: int, costs: TriggerCosts, started: float, heap: bool) -> dict[str, Any]:
+def sample(jvm: int, costs: TriggerCosts, started: float, heap: bool) -> dict[str, Any]:
     """One point of the series: RSS by process, the window's trigger costs, maybe the heap."""
     processes = spark_processes(os.getpid())
     batches = costs.take()
@@ -316,14 +213,14 @@ def sample(jvm_pid: int, costs: TriggerCosts, started: float, heap: bool) -> dic
         "runners": len(processes["runner"]),
         "daemon_rss_mib": sum(_rss_mib(processes["daemon"])) or None,
         "worker_rss_mib": [round(value, 1) for value in sorted(workers)],
-        "jvm_rss_mib": sum(_rss_mib([jvm_pid])) or None,
+        "jvm_rss_mib": sum(_rss_mib([jvm])) or None,
         "batches": len(batches), "rows": sum(b[2] for b in batches),
-        "latest_offset_ms": {"p50": _quantile(latest, 0.5), "p90": _quantile(latest, 0.9),
+        "latest_offset_ms": {"p50": quantile(latest, 0.5), "p90": quantile(latest, 0.9),
                              "max": latest[-1] if latest else None},
-        "trigger_ms_p50": _quantile(sorted(b[1] for b in batches), 0.5),
+        "trigger_ms_p50": quantile(sorted(b[1] for b in batches), 0.5),
     }
     if heap:
-        point["jvm_heap_after_gc_mib"] = heap_after_full_gc_mib(jvm_pid)
+        point["jvm_heap_after_gc_mib"] = heap_after_full_gc_mib(jvm)
     return point
 
 
@@ -372,13 +269,7 @@ class Ledger:
 # -- the run --------------------------------------------------------------------------------
 
 def _spark(jars: Optional[str]) -> Any:
-    from kafkasync_dev.testing.spark import local_spark_session
-    from kafkasync_source.spark.source import register
-
-    workdir = tempfile.mkdtemp(prefix="kafkasync-soak-")
-    spark = local_spark_session("kafkasync-soak", workdir, {"spark.jars": jars} if jars else {},
-                                jvm_log=os.path.join(workdir, "spark.log"))
-    register(spark)
+    spark = session("kafkasync-soak", jars=jars)
     # By its module's name, not __main__'s (``python -m benchmarks.soak``): the runner imports it.
     from benchmarks.soak import TracemallocKafkaSync as importable
 
@@ -452,7 +343,6 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
          tracemalloc_path: Optional[str] = None, tracemalloc_every: int = 500,
          log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """One soak (see the module's docstring): the series, loss and duplication, the targets."""
-    from benchmarks.side_by_side import _jvm_pid, _options
     from kafkasync_dev.testing.broker import create_topic
 
     if tracemalloc_path:  # the runner inherits the JVM's environment, which inherits ours
@@ -464,28 +354,27 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
 
     create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic, partitions)
     name = TracemallocKafkaSync.name() if tracemalloc_path and source == "kafkasync" else source
-    reader = (spark.readStream.format(name).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))
-    for key, value in {**_options(source), **(VARIANTS[variant] if source == "kafkasync" else {})}.items():
-        reader = reader.option(key, value)
+    reader = kafka_reader(spark, name, bootstrap, topic,
+                          {**compared_options(source), **(VARIANTS[variant] if source == "kafkasync" else {})})
     costs, ledger = TriggerCosts(), Ledger()
-    spark.streams.addListener(_listener(costs))
+    add_listener(spark, costs.add, keep=False)
     series: list[dict[str, Any]] = []
-    producer: Optional[subprocess.Popen] = None
+    producer: Optional[PacedProducer] = None
     try:
         # The run's minutes count from the query's first trigger, and the stream starts then: on a
         # loaded machine the first trigger of 4,096 partitions came 10 minutes after the start.
         query = _start(reader, ledger)
         started = time.monotonic()
-        producer = _producer(bootstrap, topic, rate, minutes * 60, partitions)
-        jvm = _jvm_pid(spark)
+        producer = PacedProducer(bootstrap, topic, rate, minutes * 60, process=True, partitions=partitions,
+                                 json_values=True)
+        jvm = jvm_pid(spark)
         while time.monotonic() - started < minutes * 60:
             time.sleep(max(0.0, started + (len(series) + 1) * SAMPLE_SECONDS - time.monotonic()))
             if query.exception() is not None:
                 raise RuntimeError(f"the query failed: {query.exception()}")
             series.append(sample(jvm, costs, started, heap=len(series) % HEAP_EVERY == HEAP_EVERY - 1))
             log(_line(series[-1]))
-        produced = _produced(producer)
+        produced = producer.result(lost_ok=True)
         ends = _end_offsets(bootstrap, topic)
         deadline = time.monotonic() + 180
         while ledger.check(ends)["lost"] and time.monotonic() < deadline and query.exception() is None:
@@ -494,14 +383,14 @@ def soak(bootstrap: str, *, source: str = "kafkasync", variant: str = "default",
     finally:
         for active in spark.streams.active:
             active.stop()
-        if producer is not None and producer.poll() is None:
+        if producer is not None:
             producer.kill()
         spark.stop()
     checked = ledger.check(ends)
     return {"source": source, "variant": variant, "commit": _commit(),
             "kafkasync_from": list(kafkasync_source.__path__),
             "options": VARIANTS[variant] if source == "kafkasync" else {},
-            "minutes": minutes, "rate": rate, "partitions": partitions, "value_bytes": VALUE_BYTES,
+            "minutes": minutes, "rate": rate, "partitions": partitions, "value_bytes": JSON_VALUE_BYTES,
             "produced": produced, "high_watermarks": sum(ends.values()), **checked,
             "tracemalloc": bool(tracemalloc_path), "series": series, "final": final,
             "targets": targets(series, minutes)}
@@ -542,17 +431,12 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append(f"| {points[0]['minute']:.1f}–{points[-1]['minute']:.1f} | {rss} "
                     f"| {max((max(p['worker_rss_mib'], default=0) for p in points), default=0):.0f} "
                     f"| {' '.join(heaps) or '-'} | {sum(p['batches'] for p in points):,} "
-                    f"| {_quantile(costs, 0.5) or '-'} / {_quantile(nineties, 0.5) or '-'} |")
+                    f"| {quantile(costs, 0.5) or '-'} / {quantile(nineties, 0.5) or '-'} |")
     return "\n".join(rows)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--produce"]:
-        servers, topic, rate, seconds, partitions = argv[1:6]
-        print("PRODUCED " + json.dumps(produce(servers, topic, int(rate), float(seconds), int(partitions))),
-              flush=True)
-        return 0
     if argv[:1] == ["--markdown"]:  # and the targets again, as this version of targets() judges them
         for path in argv[1:]:
             result = json.load(open(path))

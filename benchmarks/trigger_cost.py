@@ -24,7 +24,8 @@ timestamp is >= t), at sizes no single test broker holds comfortably (16,384 par
 
 Given a Spark session with the Kafka connector (``--spark-kafka-jars``, or ``measure(spark=)``),
 format("kafka")'s trigger on the same topics is measured beside: the ``latestOffset`` time
-Spark reports for its batches.
+Spark reports for its batches. Targets (issue 27, :data:`TARGETS_MS`): the time-index path's
+trigger at most 40 ms (80 ms capped) at 512 partitions, 150 ms (300 ms) at 4,096.
 
 *Large batches* (``--large-batches N``, not part of ``make bench``: it writes about 1 MB a
 partition) measures what the driver's record probe costs where producers write batches of about
@@ -53,9 +54,12 @@ from typing import Any, Callable, Optional
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from benchmarks.harness.brokers import broker_port
+from benchmarks.harness.index_model import IndexModel
+from benchmarks.harness.samplers import BrokerBytesSampler
+from benchmarks.harness.spark import kafka_reader, session
 from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import parse_options
-from kafkasync_source.planning.index_planner import IndexedPartition, plan_from_index
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import BatchLimits, TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
@@ -248,42 +252,13 @@ def model_trigger_ms(partitions: int, max_offsets: Optional[int], reps: int = RE
     """``plan_from_index`` with an in-memory index of the benchmark's topic: median ms of the
     first trigger's plan, and the rounds and partitions it asks (besides latest and
     max_timestamp, which every trigger asks for every partition)."""
-    base = _base_ts()
-    tps = [TopicPartition("model", p) for p in range(partitions)]
-
-    def first_offsets(times):
-        """UnifiedLog.fetchOffsetByTimestamp on an in-order log: the first offset whose
-        timestamp is >= t, None past the readable end (ReplicaManager.fetchOffset)."""
-        answers = {}
-        for tp, t in times.items():
-            step = RATES_MS[tp.partition % 2]
-            offset = max(0, -(-(t - base) // step))
-            answers[tp] = (None if offset >= RECORDS_PER_PARTITION
-                           else (offset, timestamp(base, tp.partition, offset)))
-        return answers
-
-    def first_records(ranges):
-        """A log of records only: a consumer reads the entry at the offset itself."""
-        return {tp: (offset, timestamp(base, tp.partition, offset)) if offset < until else None
-                for tp, (offset, until) in ranges.items()}
-
-    states = {tp: IndexedPartition(
-        start=0, end_offset=RECORDS_PER_PARTITION,
-        largest=(timestamp(base, tp.partition, RECORDS_PER_PARTITION - 1), RECORDS_PER_PARTITION - 1))
-        for tp in tps}
+    model = IndexModel("model", partitions, RECORDS_PER_PARTITION, _base_ts(), lambda p: RATES_MS[p % 2])
     limits = BatchLimits(max_records=max_offsets)
     asked: list[int] = []
-
-    def counted(times):
-        asked.append(len(times))
-        return first_offsets(times)
-
     now = int(time.time() * 1000)
-    plan = lambda lookup: plan_from_index(states, lookup, first_records, now_ms=now, max_task_idle_ms=0,  # noqa: E731
-                                          idle_since={}, limits=limits)
-    cut = plan(counted)
+    cut = model.plan(limits, now, asked)
     assert cut.has_batch and 0 < cut.records < partitions * RECORDS_PER_PARTITION
-    milliseconds = statistics.median(_timed(lambda: plan(first_offsets))[0] for _ in range(reps))
+    milliseconds = statistics.median(_timed(lambda: model.plan(limits, now))[0] for _ in range(reps))
     return {"plan_ms": milliseconds, "rounds_per_trigger": len(asked) + 2,
             "partitions_asked_per_trigger": sum(asked) + 2 * partitions, "records": cut.records}
 
@@ -307,10 +282,8 @@ def format_kafka_trigger_ms(spark: Any, bootstrap: str, topic: str, max_offsets:
     without data, plus ``rateLimit``'s arithmetic. Measured without data because its batches
     run a task per partition (4,096 of them a batch on 2 cores take minutes), which is not
     the trigger's cost. ``{"skipped": why}`` when the session has no Kafka connector."""
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "latest"))
-    if max_offsets is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    reader = kafka_reader(spark, "kafka", bootstrap, topic, {} if max_offsets is None else
+                          {"maxOffsetsPerTrigger": str(max_offsets)}, starting="latest")
     try:
         frame = reader.load()
     except Exception as err:  # pyspark's AnalysisException names the missing data source
@@ -342,22 +315,17 @@ LARGE_BATCH_TRIGGERS = 8
 back-off to show (asked before the 1st, 2nd, 4th and 8th batch when every round times out)."""
 
 
-def _broker_port(bootstrap: str) -> int:
-    return int(bootstrap.split(",")[0].rsplit(":", 1)[1])
-
-
 def probe_round_cost(bootstrap: str, topic: str, partitions: int, offset: int) -> dict[str, Any]:
     """One :class:`~kafkasync_source.driver.record_probe.RecordProbe` round asking every
     partition for the record at ``offset``: milliseconds, the broker's bytes, and whether
     it answered or gave up (its timeout)."""
-    from benchmarks.broker_bytes import BrokerBytesSampler
     from kafkasync_source.driver.record_probe import RecordProbe
     from kafkasync_source.planning.index_planner import IndexCannotAnswer
 
     probe = RecordProbe({"bootstrap.servers": bootstrap})
     asked = {TopicPartition(topic, p): offset for p in range(partitions)}
     try:
-        with BrokerBytesSampler(_broker_port(bootstrap), interval_s=0.05) as sampled:
+        with BrokerBytesSampler(broker_port(bootstrap), interval_s=0.05) as sampled:
             started = time.perf_counter()
             try:
                 answered = len(probe.first_records(asked))
@@ -377,8 +345,6 @@ def large_batch_triggers(bootstrap: str, topic: str, partitions: int, mode: str,
     partitions on planning path ``mode``: per trigger the wall time until it gave a batch
     (the fetch path answers once its fetcher has the records), the broker's bytes sent
     meanwhile, the path that cut the batch and the probe's rounds and records read."""
-    from benchmarks.broker_bytes import BrokerBytesSampler
-
     reader = _reader(bootstrap, topic, mode, LIMIT_PER_PARTITION * partitions)
     results = []
     try:
@@ -387,7 +353,7 @@ def large_batch_triggers(bootstrap: str, topic: str, partitions: int, mode: str,
         index = reader._sync_driver()._time_index
         for _ in range(triggers):
             rounds, read = (index.records.rounds, index.records_read) if index is not None else (0, 0)
-            with BrokerBytesSampler(_broker_port(bootstrap), interval_s=0.05) as sampled:
+            with BrokerBytesSampler(broker_port(bootstrap), interval_s=0.05) as sampled:
                 started = time.perf_counter()
                 _, end = _next_batch(reader, start, limit)
                 elapsed = time.perf_counter() - started
@@ -536,12 +502,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(json.dumps(_large_batches(args.large_batches, args.bootstrap, args.kafka_version,
                                         LARGE_BATCH_MODES if args.modes == ",".join(MODES) else modes), indent=1))
         return 0
-    spark = None
-    if args.spark_kafka_jars:
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[2]").config("spark.jars", args.spark_kafka_jars)
-                 .config("spark.ui.enabled", "false").getOrCreate())
+    spark = session("kafkasync-trigger-cost", jars=args.spark_kafka_jars) if args.spark_kafka_jars else None
     results = measure(tiny=args.tiny, kafka_version=args.kafka_version, bootstrap=args.bootstrap,
                       reps=args.reps, spark=spark, modes=modes,
                       sizes=tuple(int(size) for size in args.sizes.split(",")) if args.sizes else None,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - what the lazy names are, for type checke
     from kafkasync_source.enrich.core import Retry
     from kafkasync_source.enrich.map import async_map
     from kafkasync_source.enrich.metrics import AsyncMetrics
+    from kafkasync_source.metrics.decode_errors import observe_decode_errors
     from kafkasync_source.metrics.listener import KafkaSyncListener, PartitionMetrics, SyncMetrics
     from kafkasync_source.spark.source import KafkaSyncDataSource, register
 
@@ -34,6 +35,7 @@ _EXPORTS = {
     "Retry": "kafkasync_source.enrich.core",
     "SyncMetrics": "kafkasync_source.metrics.listener",
     "async_map": "kafkasync_source.enrich.map",
+    "observe_decode_errors": "kafkasync_source.metrics.decode_errors",
     "read_stop_offsets": "kafkasync_source.driver.stop_offset_store",
     "register": "kafkasync_source.spark.source",
     "reset_stop_offsets": "kafkasync_source.driver.stop_offset_store",
@@ -49,6 +51,7 @@ __all__ = [
     "SyncMetrics",
     "__version__",
     "async_map",
+    "observe_decode_errors",
     "read_stop_offsets",
     "register",
     "reset_stop_offsets",

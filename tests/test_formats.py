@@ -8,26 +8,18 @@ import io
 import json
 import re
 
-import fastavro
-import numpy as np
 import pytest
+from avro_support import codec, decode, framed, time_at
 from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 from pyspark.sql import types as T
 
-from kafkasync_source.event_time.formats import InvalidTime
+from kafkasync_source.event_time.formats import MAX_TIME_MS, InvalidTime
 from kafkasync_source.formats import framing
-from kafkasync_source.formats.avro import (
-    _compile_leaf,
-    _Names,
-    _reader_path,
-    _spark_type,
-    _time_converter,
-    check_resolution,
-    parse_field_path,
-)
-from kafkasync_source.formats.avro_batch import NotInBatch
+from kafkasync_source.formats.avro.schema import parse
+from kafkasync_source.formats.avro.spark_types import spark_type
 from kafkasync_source.formats.options import require_extra
 from kafkasync_source.formats.registry import KafkaSyncFormatError, RegistrySettings
 
@@ -58,19 +50,6 @@ ENVELOPE = {"type": "record", "name": "Envelope", "namespace": "dbserver1.invent
 ]}
 """A Debezium change event's shape (Debezium's Avro converter: before, after, source{ts_ms}, op,
 ts_ms), its rows given every kind of Avro type, so that skipping to the path crosses them all."""
-
-
-def framed(schema: dict, record: dict, schema_id: int = 7) -> bytes:
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
-    return b"\x00" + schema_id.to_bytes(4, "big") + body.getvalue()
-
-
-def reader_of(writer: dict, path: str, reader: dict | None = None, schema_id: int = 7):
-    steps = parse_field_path(path)
-    reader_path = None if reader is None else _reader_path(_Names(json.dumps(reader)), steps, path)
-    leaf = _compile_leaf(_Names(json.dumps(writer)), reader_path, steps, schema_id)
-    return lambda payload: leaf.read(payload, framing.HEADER_BYTES), leaf.logical
 
 
 # --- Confluent's framing ----------------------------------------------------------------------
@@ -127,53 +106,48 @@ envelopes = st.fixed_dictionaries({
                                      "ts_ms": st.integers(-2**63, 2**63 - 1), "db": st.text(max_size=10)}),
     "op": st.sampled_from(["c", "u", "d", "r"]), "ts_ms": st.none() | st.integers(0, 2**62),
 })
+PATHS = {"source.ts_ms": lambda e: e["source"]["ts_ms"],
+         "after.updated_at": lambda e: None if e["after"] is None else e["after"]["updated_at"] // 1000,
+         "ts_ms": lambda e: e["ts_ms"]}
+"""Each path's expected time in ms from the event as written (``updated_at`` is in µs)."""
 
 
-@settings(max_examples=150, deadline=None)
+def expected_time(event: dict, path: str):
+    value = PATHS[path](event)
+    if value is None:
+        return "null"
+    return value if 0 <= value <= MAX_TIME_MS else "invalid"
+
+
+@settings(max_examples=examples(150), deadline=None)
 @given(envelopes)
-def test_the_field_reader_finds_what_fastavro_decodes(event):
+def test_the_field_reader_finds_what_was_written(event):
     payload = framed(ENVELOPE, event)
-    decoded = fastavro.schemaless_reader(io.BytesIO(payload[5:]), fastavro.parse_schema(ENVELOPE), None,
-                                         return_record_name=False)
-    read_source, _ = reader_of(ENVELOPE, "source.ts_ms")
-    assert read_source(payload) == decoded["source"]["ts_ms"]
-    read_updated, logical = reader_of(ENVELOPE, "after.updated_at")
-    assert logical == "timestamp-micros"
-    if event["after"] is None:
-        with pytest.raises(InvalidTime, match="after is null"):
-            read_updated(payload)
-    else:
-        assert read_updated(payload) == event["after"]["updated_at"]
-    read_ts, _ = reader_of(ENVELOPE, "ts_ms")
-    if event["ts_ms"] is None:
-        with pytest.raises(InvalidTime, match="ts_ms is null"):
-            read_ts(payload)
-    else:
-        assert read_ts(payload) == event["ts_ms"]
+    for path in PATHS:
+        got = time_at(ENVELOPE, path, payload)
+        want = expected_time(event, path)
+        if want == "null":
+            assert got == f"invalid: {path.rpartition('.')[0] or path} is null"
+        elif want == "invalid":
+            assert isinstance(got, str) and got.startswith("invalid")
+        else:
+            assert got == want
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(envelopes, min_size=1, max_size=12), st.sampled_from(["source.ts_ms", "after.updated_at", "ts_ms"]))
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(envelopes, min_size=1, max_size=12), st.sampled_from(sorted(PATHS)))
 def test_a_batch_reads_what_each_record_reads_or_leaves_the_batch_to_them(events, path):
-    """The numpy batch reader (avro_batch.py) gives every record's value as the record reader
+    """The numpy batch reader (avro/batch.py) gives every record's time as the record reader
     does, or declines the whole batch where one record has none (a null on the path)."""
     payloads = [framed(ENVELOPE, event) for event in events]
-    steps = parse_field_path(path)
-    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, steps, 7)
+    reader = codec(ENVELOPE).time_path(path, "epochMillis")
     expected = []
     for payload in payloads:
         try:
-            expected.append(leaf.read(payload, framing.HEADER_BYTES))
+            expected.append(reader.time_of(payload))
         except InvalidTime:
             expected.append(None)
-    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
-    ends = np.cumsum([len(p) for p in payloads])
-    starts = ends - [len(p) for p in payloads]
-    if None in expected:
-        with pytest.raises(NotInBatch):
-            leaf.read_batch(buf, starts + framing.HEADER_BYTES, ends)
-    else:
-        assert leaf.read_batch(buf, starts + framing.HEADER_BYTES, ends).tolist() == expected
+    assert reader.batch(payloads) == (None if None in expected else expected)
 
 
 long_text = st.text(max_size=90)
@@ -183,25 +157,17 @@ long_envelopes = envelopes.flatmap(lambda e: st.fixed_dictionaries({
     "version": long_text, "name": long_text}).map(lambda s: {**e, "source": {**e["source"], **s}}))
 
 
-@settings(max_examples=200, deadline=None)
-@given(long_envelopes, st.sampled_from(["source.ts_ms", "after.updated_at", "ts_ms"]))
-def test_the_whole_time_reader_answers_as_the_field_reader_then_the_conversion(event, path):
-    """``_Leaf.time_of`` (header skipped, the table skip, the leaf and the conversion in one
-    generated function) gives the time, or the InvalidTime, that reading the field and then
-    converting it gives, whatever the strings' lengths before the path."""
-    payload = framed(ENVELOPE, event)
-    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, parse_field_path(path), 7, "epochMillis")
-    convert = _time_converter(leaf.logical, "epochMillis")
-    try:
-        expected = convert(leaf.read(payload, framing.HEADER_BYTES))
-    except InvalidTime as why:
-        with pytest.raises(InvalidTime, match=re.escape(str(why))):
-            leaf.time_of(payload)
-    else:
-        assert leaf.time_of(payload) == expected
+@settings(max_examples=examples(200), deadline=None)
+@given(long_envelopes, st.sampled_from(sorted(PATHS)))
+def test_the_time_reader_skips_strings_of_any_length_before_the_path(event, path):
+    """The generated reader's table skip (strings of 0-63 bytes) and its exact fallback give the
+    same time, whatever the strings' lengths before the path."""
+    got = time_at(ENVELOPE, path, framed(ENVELOPE, event))
+    want = expected_time(event, path)
+    assert got == want if isinstance(want, int) else isinstance(got, str)
 
 
-def test_the_whole_time_reader_refuses_a_negative_string_length():
+def test_the_time_reader_refuses_a_negative_string_length():
     """A string's length is a zigzag varint; an odd first byte is a negative length, which no
     writer writes: an invalid time, not a jump backwards to read some other bytes as the time."""
     event = {"before": None, "after": None, "op": "c", "ts_ms": None,
@@ -209,21 +175,14 @@ def test_the_whole_time_reader_refuses_a_negative_string_length():
     payload = bytearray(framed(ENVELOPE, event))
     assert payload[7] == 2 * len("2.5")  # after the header and the two null unions: source.version's length
     payload[7] = 3  # zigzag -2
-    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, ["source", "ts_ms"], 7, "epochMillis")
-    for read in (leaf.time_of, lambda p: leaf.read(p, framing.HEADER_BYTES)):
-        with pytest.raises(InvalidTime, match="a negative length"):
-            read(bytes(payload))
+    assert time_at(ENVELOPE, "source.ts_ms", bytes(payload)).startswith("invalid: a negative length")
 
 
 def test_a_payload_cut_short_runs_out_before_the_field():
     payload = framed(ENVELOPE, {"before": None, "after": None, "op": "c", "ts_ms": None,
                                 "source": {"version": "2.5", "name": "db", "ts_ms": 5, "db": "x"}})
-    read, _ = reader_of(ENVELOPE, "source.ts_ms")
-    with pytest.raises(IndexError):
-        read(payload[:12])
-    leaf = _compile_leaf(_Names(json.dumps(ENVELOPE)), None, ["source", "ts_ms"], 7, "epochMillis")
-    with pytest.raises(IndexError):  # the table skip's jump past the payload, then the exact reader's
-        leaf.time_of(payload[:12])
+    assert time_at(ENVELOPE, "source.ts_ms", payload) == 5
+    assert time_at(ENVELOPE, "source.ts_ms", payload[:12]).startswith("invalid: the payload ends before the field")
 
 
 @pytest.mark.parametrize("path, why", [
@@ -234,7 +193,7 @@ def test_a_payload_cut_short_runs_out_before_the_field():
 ])
 def test_a_path_the_reader_schema_does_not_have_is_refused_naming_the_option(path, why):
     with pytest.raises(ValueError, match=why) as failure:
-        reader_of(ENVELOPE, path, reader=ENVELOPE)
+        codec(ENVELOPE, ENVELOPE).time_path(path, "epochMillis")
     assert "eventTime.field" in str(failure.value)
 
 
@@ -257,18 +216,17 @@ V3 = {"type": "record", "name": "Order", "fields": [
     (V3, {"id": 3, "note": "", "event_ts": 1_700_000_000_000, "region": "us"}),
 ])
 def test_a_renamed_field_is_found_through_the_readers_alias_in_every_writer(writer, record):
-    read, logical = reader_of(writer, "event_ts", reader=V3)
-    assert read(framed(writer, record)) == 1_700_000_000_000 and logical == "timestamp-millis"
-    check_resolution(_Names(json.dumps(writer)), _Names(json.dumps(V3)), 7)  # and the whole value resolves
+    payload = framed(writer, record)
+    assert time_at(writer, "event_ts", payload, reader=V3, time_format="epochSeconds") == 1_700_000_000_000
+    values, undecodable = decode(writer, V3, [payload])  # and the whole value resolves
+    assert undecodable == [] and values[0]["event_ts"].timestamp() == 1_700_000_000
 
 
 def test_a_field_the_writer_lacks_takes_the_readers_default():
     reader = {**V3, "fields": [*V3["fields"][:3], {"name": "region", "type": "long", "default": 1_600_000_000_000}]}
-    read, _ = reader_of(V1, "region", reader=reader)
-    assert read(framed(V1, {"id": 1, "ts": 5})) == 1_600_000_000_000
-    reader_path = _reader_path(_Names(json.dumps(reader)), ["region"], "region")
-    leaf = _compile_leaf(_Names(json.dumps(V1)), reader_path, ["region"], 7, "epochSeconds")
-    assert leaf.time_of(framed(V1, {"id": 1, "ts": 5})) == 1_600_000_000_000_000  # the default, as a time
+    payload = framed(V1, {"id": 1, "ts": 5})
+    assert time_at(V1, "region", payload, reader=reader) == 1_600_000_000_000
+    assert time_at(V1, "region", payload, reader=reader, time_format="epochSeconds") == 1_600_000_000_000_000
 
 
 @pytest.mark.parametrize("writer, field, why", [
@@ -278,60 +236,74 @@ def test_a_field_the_writer_lacks_takes_the_readers_default():
      "is missing from the writer schema and has no default"),
 ])
 def test_a_writer_that_does_not_resolve_fails_naming_the_schema_id_and_the_field(writer, field, why):
+    payload = framed(writer, {"id": 1} if len(writer["fields"]) == 1 else {"id": 1, "ts": "x"}, schema_id=42)
     with pytest.raises(KafkaSyncFormatError, match=f"writer schema id 42 .*field '{field}' {why}"):
-        reader_of(writer, field, reader=V3, schema_id=42)
-    with pytest.raises(KafkaSyncFormatError, match=f"writer schema id 42 .*'{field}' {why}"):
-        check_resolution(_Names(json.dumps(writer)), _Names(json.dumps(V3)), 42)
+        time_at({42: writer}, field, payload, reader=V3)
+    _, undecodable = decode({42: writer}, V3, [payload])
+    assert [(u.kind, u.schema_id) for u in undecodable] == [("incompatible", 42)]
+    assert re.search(f"writer schema id 42 .*field '{field}' {why}", undecodable[0].reason)
 
 
 def test_a_mismatch_inside_a_union_branch_names_the_field_inside_it():
     bad_row = {**ROW, "fields": [*ROW["fields"][:4], {"name": "score", "type": "string"}, *ROW["fields"][5:]]}
     writer = {**ENVELOPE, "fields": [{"name": "before", "type": ["null", bad_row], "default": None},
                                      *ENVELOPE["fields"][1:]]}
-    with pytest.raises(KafkaSyncFormatError, match="field 'before.score' is a string in the writer schema, which "
-                                                   "does not resolve to the reader's double"):
-        check_resolution(_Names(json.dumps(writer)), _Names(json.dumps(ENVELOPE)), 3)
+    row = {"id": 1, "first_name": "a", "tags": [], "attributes": {}, "score": "high", "active": True,
+           "digest": b"abcd", "kind": "A", "choice": None, "updated_at": 0}
+    event = {"before": row, "after": None, "op": "u", "ts_ms": None,
+             "source": {"version": "1", "name": "n", "ts_ms": 5, "db": "d"}}
+    _, undecodable = decode(writer, ENVELOPE, [framed(writer, event)])
+    assert undecodable[0].kind == "incompatible"
+    assert "field 'before.score' is a string in the writer schema, which does not resolve to the reader's double" \
+        in undecodable[0].reason
 
 
 def test_resolution_follows_promotions_and_refuses_narrowing():
     wide = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "double"}]}
     narrow = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
-    check_resolution(_Names(json.dumps(narrow)), _Names(json.dumps(wide)), 1)  # int -> double: a promotion
-    with pytest.raises(KafkaSyncFormatError, match="field 'n' is a double in the writer schema"):
-        check_resolution(_Names(json.dumps(wide)), _Names(json.dumps(narrow)), 1)
+    assert decode(narrow, wide, [framed(narrow, {"n": 3})]) == ([{"n": 3.0}], [])  # int -> double: a promotion
+    _, undecodable = decode(wide, narrow, [framed(wide, {"n": 3.0})])
+    assert "field 'n' is a double in the writer schema" in undecodable[0].reason
 
 
 # --- Logical types are times as they are; other values follow eventTime.format -----------------
 
-@pytest.mark.parametrize("logical, time_format, value, expected", [
-    ("timestamp-millis", "epochSeconds", 1_700_000_000_123, 1_700_000_000_123),
-    ("timestamp-micros", "epochMillis", 1_700_000_000_123_999, 1_700_000_000_123),
-    ("local-timestamp-millis", "epochMillis", 1_700_000_000_123, 1_700_000_000_123),
-    ("local-timestamp-micros", "epochMillis", 1_700_000_000_123_456, 1_700_000_000_123),
-    ("timestamp-nanos", "epochMillis", 1_700_000_000_123_456_789, 1_700_000_000_123),
-    ("date", "epochMillis", 19_675, 19_675 * 86_400_000),
-    (None, "epochSeconds", 1_700_000_000, 1_700_000_000_000),
-    (None, "epochMicros", 1_700_000_000_123_456, 1_700_000_000_123),
-    (None, "iso8601", "2023-11-14T22:13:20.123Z", 1_700_000_000_123),
-    (None, "epochMillis", "1700000000123", 1_700_000_000_123),
+@pytest.mark.parametrize("leaf, time_format, value, expected", [
+    ({"type": "long", "logicalType": "timestamp-millis"}, "epochSeconds", 1_700_000_000_123, 1_700_000_000_123),
+    ({"type": "long", "logicalType": "timestamp-micros"}, "epochMillis", 1_700_000_000_123_999, 1_700_000_000_123),
+    ({"type": "long", "logicalType": "local-timestamp-millis"}, "epochMillis", 1_700_000_000_123, 1_700_000_000_123),
+    ({"type": "long", "logicalType": "local-timestamp-micros"}, "epochMillis", 1_700_000_000_123_456,
+     1_700_000_000_123),
+    ({"type": "long", "logicalType": "timestamp-nanos"}, "epochMillis", 1_700_000_000_123_456_789, 1_700_000_000_123),
+    ({"type": "int", "logicalType": "date"}, "epochMillis", 19_675, 19_675 * 86_400_000),
+    ("long", "epochSeconds", 1_700_000_000, 1_700_000_000_000),
+    ("long", "epochMicros", 1_700_000_000_123_456, 1_700_000_000_123),
+    ("string", "iso8601", "2023-11-14T22:13:20.123Z", 1_700_000_000_123),
+    ("string", "epochMillis", "1700000000123", 1_700_000_000_123),
+    ("double", "epochSeconds", 1_700_000_000.25, 1_700_000_000_250),
 ])
-def test_logical_times_and_formats(logical, time_format, value, expected):
-    assert _time_converter(logical, time_format)(value) == expected
+def test_logical_times_and_formats(leaf, time_format, value, expected):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "t", "type": leaf}]}
+    payload = framed(schema, {"t": value})
+    assert time_at(schema, "t", payload, time_format=time_format) == expected
+    path = codec(schema).time_path("t", time_format)
+    assert path.batch([payload, payload]) in (None, [expected, expected])  # by numpy, or left to each record
 
 
-@pytest.mark.parametrize("logical, value", [("timestamp-millis", -1), ("timestamp-millis", 2**63 - 1),
-                                            (None, "yesterday")])
-def test_a_time_before_1970_beyond_sparks_range_or_not_a_time_is_invalid(logical, value):
-    with pytest.raises(InvalidTime):
-        _time_converter(logical, "epochMillis")(value)
+@pytest.mark.parametrize("leaf, value", [({"type": "long", "logicalType": "timestamp-millis"}, -1),
+                                         ({"type": "long", "logicalType": "timestamp-millis"}, 2**63 - 1),
+                                         ("string", "yesterday")])
+def test_a_time_before_1970_beyond_sparks_range_or_not_a_time_is_invalid(leaf, value):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "t", "type": leaf}]}
+    payload = framed(schema, {"t": value})
+    assert str(time_at(schema, "t", payload)).startswith("invalid")
+    assert codec(schema).time_path("t", "epochMillis").batch([payload]) is None
 
 
 # --- Spark types: from_avro's ----------------------------------------------------------------
 
 def test_spark_types_follow_from_avro():
-    names = _Names(json.dumps(ENVELOPE))
-    envelope, nullable = _spark_type(names.root, names)
-    assert not nullable
+    envelope = spark_type(parse(json.dumps(ENVELOPE)))
     row = envelope["after"].dataType
     assert envelope["after"].nullable and not envelope["op"].nullable
     assert envelope["ts_ms"].dataType == T.LongType() and envelope["ts_ms"].nullable
@@ -343,12 +315,11 @@ def test_spark_types_follow_from_avro():
     assert row["choice"].dataType == T.StructType([
         T.StructField("member0", T.IntegerType()), T.StructField("member1", T.StringType()),
         T.StructField("member2", T.BinaryType())])
-    promoted = _Names(json.dumps({"type": "record", "name": "P", "fields": [
+    p = spark_type(parse(json.dumps({"type": "record", "name": "P", "fields": [
         {"name": "n", "type": ["int", "long"]}, {"name": "d", "type": ["null", "float", "double"]},
         {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}}]}))
-    p, _ = _spark_type(promoted.root, promoted)
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}}]})))
     assert [f.dataType for f in p.fields] == [T.LongType(), T.DoubleType(), T.TimestampNTZType(), T.DateType(),
                                                T.DecimalType(9, 2)]
 

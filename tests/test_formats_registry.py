@@ -7,7 +7,12 @@ embedded cluster, with records written by confluent-kafka's own serializers
   and its ``valueDecoded`` what a reader of v3 makes of it; the offsets record the time source.
 * An incompatible writer fails the query naming topic, partition, offset, schema id and field.
 * A record that is not framed, or whose schema id the registry does not know, is an invalid
-  time under ``onInvalid`` and a null decoded value, the records around it read.
+  time under ``onInvalid``; its decoded value fails the query (``value.decode.mode=FAILFAST``,
+  the default) or is null with its reason in ``valueDecodeError`` and counted per kind by
+  ``observe_decode_errors`` (``PERMISSIVE``), the records around it read.
+* One reader schema per query: a version registered between ``load()`` and ``start()`` is not
+  read with; a restart after a new version fails naming both until ``value.subject.version``
+  keeps the old one or moves to the new one, which the checkpoint then records.
 * Protobuf (``google.protobuf.Timestamp``) and JSON Schema values: the time and the columns.
 * Credentials never show: not in the plan, the progress, the checkpoint, nor an error; a
   registry that does not answer at start fails within seconds naming the URL only.
@@ -49,6 +54,7 @@ from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.event_time import record_time
 from kafkasync_source.formats.registry import KafkaSyncFormatError, Registry, RegistrySettings
+from kafkasync_source.metrics.decode_errors import observe_decode_errors
 from kafkasync_source.spark.source import register
 
 T = 1_700_000_000_000
@@ -68,17 +74,28 @@ def memory_table(checkpoint: Path) -> str:
     return f"formats_{abs(hash(str(checkpoint)))}"
 
 
-def read_all(spark, bootstrap, topic, registry_url, checkpoint: Path, **options):
+def read_all(spark, bootstrap, topic, registry_url, checkpoint: Path, transform=None, **options):
     """The topic read with trigger(availableNow=True) into a memory table: (rows by offset, query).
-    ``value.format`` is ``avro-confluent`` unless given (None: not set)."""
-    name = memory_table(checkpoint)
+    ``value.format`` is ``avro-confluent`` unless given (None: not set); ``transform``: applied to
+    the loaded DataFrame before it is written."""
+    return read_loaded(spark, load(spark, bootstrap, topic, registry_url, **options), checkpoint, transform)
+
+
+def load(spark, bootstrap, topic, registry_url, **options):
+    """The topic's stream, loaded (the reader schema is pinned here), from the earliest offset."""
     stream = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .option("schema.registry.url", registry_url))
     for key, value in {"value.format": "avro-confluent", **options}.items():
         if value is not None:
             stream = stream.option(key, str(value))
-    query = (stream.load().writeStream.format("memory").queryName(name)
+    return stream.load()
+
+
+def read_loaded(spark, frame, checkpoint: Path, transform=None):
+    """``frame`` written with trigger(availableNow=True) into a memory table: (rows by offset, query)."""
+    name = memory_table(checkpoint)
+    query = ((transform(frame) if transform else frame).writeStream.format("memory").queryName(name)
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     try:
         query.awaitTermination(240)
@@ -103,12 +120,17 @@ def test_an_incompatible_writer_fails_naming_topic_partition_offset_schema_id_an
                  **{"eventTime.field": "source.ts_ms", "value.decode": "true"})
     message = str(failure.value)
     assert f"{evolution.topic}-0 offset 6" in message, message[-3000:]
-    # before comes first in Debezium's envelope and holds the same row type: the first field that fails.
-    assert f"writer schema id {bad_id}" in message and "'before.amount' is a string in the writer schema" in message
+    # The field the record holds: before is null in it, and (as Java's resolution) a union branch no
+    # record takes fails nothing; after holds the string amount.
+    assert f"writer schema id {bad_id}" in message and "'after.amount' is a string in the writer schema" in message
 
 
-def test_records_not_framed_or_of_an_unknown_schema_id_are_invalid_times_and_null_values(
+def test_records_not_framed_or_of_an_unknown_schema_id_fail_the_query_or_are_counted_nulls_under_permissive(
         spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """Stray records among framed ones: their time is invalid (``eventTime.onInvalid``); their
+    decoded value fails the query by default (FAILFAST, as from_avro; before: a silent null), and
+    under PERMISSIVE is null with the reason beside it, counted per kind by observe_decode_errors
+    in the batch's progress."""
     spark = spark_with_kafkasync
     topic = topic_factory(1)
     encode = avro_serializer(schema_registry_url, envelope_schema(VALUE_V1))
@@ -116,14 +138,145 @@ def test_records_not_framed_or_of_an_unknown_schema_id_are_invalid_times_and_nul
             for i in range(3)]
     strays = [b"{\"ts\": 1}", b"\x00\x00\x00", b"\x00\x7f\xff\xff\xf0" + good[0][5:]]  # JSON, too short, unknown id
     kafka_cluster.produce(topic, [Record(0, T + 10**9, None, value) for value in [good[0], *strays, good[1], good[2]]])
-    rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "skip",
-                       **{"eventTime.field": "source.ts_ms", "eventTime.onInvalid": "skip", "value.decode": "true"})
-    assert [(offset, ms(row.eventTime) if row.eventTime else None, row.valueDecoded is not None)
+    options = {"eventTime.field": "source.ts_ms", "eventTime.onInvalid": "skip", "value.decode": "true",
+               "schema.registry.basic.auth.user.info": USER_INFO}
+    with pytest.raises(StreamingQueryException) as failure:
+        read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "failfast", **options)
+    assert (f"kafkasync: {topic}-0 offset 1: the value cannot be decoded (value.format=avro-confluent read as subject "
+            f"'{topic}-value' version 1 (schema id {int.from_bytes(good[0][1:5], 'big')})): not-framed: the payload "
+            "starts with byte 123, not Confluent's magic byte 0. Set 'value.decode.mode=PERMISSIVE'") in str(failure.value)
+    rows, query = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "permissive",
+                           transform=observe_decode_errors, **options, **{"value.decode.mode": "PERMISSIVE"})
+    assert [(offset, ms(row.eventTime) if row.eventTime else None, row.valueDecoded is not None, row.valueDecodeError)
             for (_, offset), row in sorted(rows.items())] == [
-        (0, T, True), (1, None, False), (2, None, False), (3, None, False), (4, T + 1000, True), (5, T + 2000, True)]
+        (0, T, True, None),
+        (1, None, False, "not-framed: the payload starts with byte 123, not Confluent's magic byte 0"),
+        (2, None, False, "not-framed: a payload of 3 bytes is too short for Confluent's framing (5 bytes at least)"),
+        (3, None, False, f"unknown-schema: the registry at {schema_registry_url} has no schema id 2147483632 "
+                         "(schema id 2147483632)"),
+        (4, T + 1000, True, None), (5, T + 2000, True, None)]
+    observed = [json.loads(p.json)["observedMetrics"]["kafkasync_decode_errors"] for p in query.recentProgress
+                if p.numInputRows]
+    assert {name: sum(batch[name] for batch in observed) for name in observed[0]} == {
+        "valueNotFramed": 2, "valueUnknownSchema": 1, "valueMalformed": 0, "valueIncompatible": 0,
+        "valueUndecodable": 3}
     with pytest.raises(StreamingQueryException, match=f"no event time for {topic}-0 offset 1 .*not Confluent's magic"):
         read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "fail",
                  **{"eventTime.field": "source.ts_ms"})
+
+
+# -- one reader schema per query -------------------------------------------------------------------
+
+ORDER_V1 = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"}]})
+ORDER_V2 = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "price", "type": "double", "default": 0.0}]})
+"""Issue 61's example: v2 drops ``amount`` and adds ``price`` with a default (BACKWARD compatible)."""
+
+
+def offsets_of(query) -> list[dict]:
+    """The end offsets of the query's batches that read records."""
+    ends = [json.loads(p.json)["sources"][0]["endOffset"] for p in query.recentProgress if p.numInputRows]
+    return [json.loads(end) if isinstance(end, str) else end for end in ends]
+
+
+def test_a_version_registered_between_load_and_start_is_not_read_with(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """Issue 61, item 1: v1 ``{id, amount}`` is latest at ``load()``, v2 ``{id, price default
+    0.0}`` is registered before ``start()``. Every process of the query reads as v1, the pin
+    carried in the decoded column's metadata from ``schema()`` to the source runner (the offsets
+    it writes record v1) and to the executors (``amount`` is 99.5). Before, the runner and the
+    executors took the subject's latest again: ``{id: 7, amount: 0.0}``."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    written = avro_serializer(schema_registry_url, ORDER_V1)({"id": 7, "amount": 99.5}, topic)
+    kafka_cluster.produce(topic, [Record(0, T, None, written)])
+    v1 = int.from_bytes(written[1:5], "big")
+    frame = load(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url,
+                 **{"value.decode": "true", "schema.registry.basic.auth.user.info": USER_INFO})
+    assert frame.schema["valueDecoded"].metadata == {
+        "kafkasync.readerSchema": {"part": "value", "subject": f"{topic}-value", "version": 1, "id": v1}}
+    v2 = client.register_schema(f"{topic}-value", Schema(ORDER_V2, "AVRO"))
+    assert v2 != v1 and client.get_latest_version(f"{topic}-value").schema_id == v2
+    rows, query = read_loaded(spark, frame, tmp_path / "c")
+    assert rows[(0, 0)].valueDecoded.asDict() == {"id": 7, "amount": 99.5}
+    assert [end["readerSchemas"] for end in offsets_of(query)] == [
+        {"value": {"subject": f"{topic}-value", "version": 1, "id": v1}}]
+    assert "registry-pw-4417" not in json.dumps([json.loads(p.json) for p in query.recentProgress])
+
+
+ORDER_V2_NOTED = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"},
+    {"name": "note", "type": "string", "default": "-"}]})
+"""A second version each version reads (FULL compatible): a field added with a default."""
+
+
+def test_a_restart_after_a_new_version_fails_naming_both_and_the_option_then_keeps_or_moves_as_asked(
+        spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
+    """Issue 61, deliverable 5: a checkpoint written while v1 was the latest, then v2 registered
+    (written by a producer). A restart loads v2 (Spark types the columns at load(), before the
+    source sees the checkpoint) and fails at its first trigger naming both versions and ids and
+    ``value.subject.version``. With it set to 1 the query reads on as v1, and the checkpoint
+    still says v1; set to 2 it moves to v2, and the checkpoint records v2, so that a restart on the
+    latest (v2) then reads on without being asked."""
+    spark = spark_with_kafkasync
+    topic = topic_factory(1)
+    secret_url = schema_registry_url.replace("//", "//svc:url-pw-6610@")
+    v1_writer = avro_serializer(schema_registry_url, ORDER_V1)
+    v2_writer = avro_serializer(schema_registry_url, ORDER_V2_NOTED)
+    kafka_cluster.produce(topic, [Record(0, T, None, v1_writer({"id": 1, "amount": 1.5}, topic))])
+    checkpoint = tmp_path / "c"
+
+    def restart(**options):
+        """A run of the query on the checkpoint, into foreachBatch (the memory sink does not
+        recover from a checkpoint): the rows of this run by offset, and the query."""
+        frame = load(spark, kafka_cluster.bootstrap_servers, topic, secret_url, **{"value.decode": "true", **options})
+        rows: list = []
+        query = (frame.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(240)
+        finally:
+            query.stop()
+        return {(row.partition, row.offset): row for row in rows}, query
+
+    def decoded(rows):
+        return [rows[key].valueDecoded.asDict() for key in sorted(rows)]
+
+    rows, query = restart()
+    assert decoded(rows) == [{"id": 1, "amount": 1.5}]
+    (v1,) = {end["readerSchemas"]["value"]["id"] for end in offsets_of(query)}
+    later = v2_writer({"id": 2, "amount": 2.5, "note": "b"}, topic)
+    v2 = int.from_bytes(later[1:5], "big")
+    kafka_cluster.produce(topic, [Record(0, T, None, later)])
+
+    with pytest.raises(StreamingQueryException) as failure:
+        restart()
+    message = str(failure.value)
+    assert (f"this checkpoint's values were decoded with the reader schema subject '{topic}-value' version 1 "
+            f"(schema id {v1}), and this query was loaded with subject '{topic}-value' version 2 (schema id {v2}), "
+            "the subject's latest (its columns have that version's types). Set 'value.subject.version' to 1 to read "
+            "as the checkpoint did, or to 2 to move the query to the new version") in message
+    assert "url-pw-6610" not in message
+
+    rows, query = restart(**{"value.subject.version": "1"})
+    assert decoded(rows) == [{"id": 2, "amount": 2.5}]  # the v2 record, read as v1
+    assert [end["readerSchemas"]["value"] for end in offsets_of(query)] == [
+        {"subject": f"{topic}-value", "version": 1, "id": v1}]
+
+    kafka_cluster.produce(topic, [Record(0, T, None, v2_writer({"id": 3, "amount": 3.5, "note": "c"}, topic))])
+    rows, query = restart(**{"value.subject.version": "2"})
+    assert decoded(rows) == [{"id": 3, "amount": 3.5, "note": "c"}]
+    assert [end["readerSchemas"]["value"] for end in offsets_of(query)] == [
+        {"subject": f"{topic}-value", "version": 2, "id": v2}]
+
+    kafka_cluster.produce(topic, [Record(0, T, None, v1_writer({"id": 4, "amount": 4.5}, topic))])
+    rows, _ = restart()
+    assert decoded(rows) == [{"id": 4, "amount": 4.5, "note": "-"}]
+    checkpoint_text = "".join(path.read_text(errors="replace") for path in checkpoint.rglob("*") if path.is_file())
+    assert "url-pw-6610" not in checkpoint_text and f'"readerSchemas":{{"value":{{"subject":"{topic}-value"' in \
+        checkpoint_text.replace(" ", "")
 
 
 def test_an_evolving_debezium_topic_keeps_flowing_and_reads_every_writer_as_the_latest(
@@ -286,7 +439,9 @@ def test_framed_keys_and_values_decode_into_their_own_columns(
 def test_a_key_format_alone_decodes_the_key_and_leaves_the_value_raw(
         spark_with_kafkasync, kafka_cluster, topic_factory, schema_registry_url, tmp_path):
     """``key.format`` without ``value.format``: JSON values timed by ``eventTime.jsonPath``, Avro
-    keys decoded; a record without a key, or with a key not framed, has a null ``keyDecoded``."""
+    keys decoded; a record without a key has a null ``keyDecoded``, and so, under
+    ``key.decode.mode=PERMISSIVE``, has one whose key is not framed, the reason in ``keyDecodeError``
+    (by default it fails the query)."""
     spark = spark_with_kafkasync
     topic = topic_factory(1)
     key_of = avro_serializer(schema_registry_url, KEY_SCHEMA, part="key")
@@ -294,13 +449,17 @@ def test_a_key_format_alone_decodes_the_key_and_leaves_the_value_raw(
     kafka_cluster.produce(topic, [Record(0, T + 10**9, key, json.dumps({"ts": T + i}).encode())
                                   for i, key in enumerate(keys)])
     checkpoint = tmp_path / "c"
+    options = {"value.format": None, "key.format": "avro-confluent", "key.decode": "true", "eventTime.jsonPath": "$.ts"}
+    with pytest.raises(StreamingQueryException, match=f"{topic}-0 offset 2: the key cannot be decoded .*not-framed"):
+        read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, tmp_path / "failfast", **options)
     rows, _ = read_all(spark, kafka_cluster.bootstrap_servers, topic, schema_registry_url, checkpoint,
-                       **{"value.format": None, "key.format": "avro-confluent", "key.decode": "true",
-                          "eventTime.jsonPath": "$.ts"})
-    assert [(row.keyDecoded.id if row.keyDecoded else None, ms(row.eventTime), row.key and bytes(row.key))
-            for _, row in sorted(rows.items())] == [("a", T, keys[0]), (None, T + 1, None),
-                                                    (None, T + 2, b"plain-key"), ("d", T + 3, keys[3])]
-    assert "valueDecoded" not in spark.table(memory_table(checkpoint)).columns
+                       **options, **{"key.decode.mode": "PERMISSIVE"})
+    assert [(row.keyDecoded.id if row.keyDecoded else None, row.keyDecodeError, ms(row.eventTime),
+             row.key and bytes(row.key)) for _, row in sorted(rows.items())] == [
+        ("a", None, T, keys[0]), (None, None, T + 1, None),
+        (None, "not-framed: the payload starts with byte 112, not Confluent's magic byte 0", T + 2, b"plain-key"),
+        ("d", None, T + 3, keys[3])]
+    assert spark.table(memory_table(checkpoint)).columns[-2:] == ["keyDecoded", "keyDecodeError"]
 
 
 # -- record subject name strategies, and evolution in every format ------------------------------

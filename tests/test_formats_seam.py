@@ -72,7 +72,7 @@ def test_the_decoded_column_of_an_evolving_topic_with_strays_is_what_fastavro_gi
     from pyspark.sql import types
 
     from kafkasync_dev.testing.debezium import evolving_topic
-    from kafkasync_source.formats.avro import _DECODERS, _arrow_values
+    from kafkasync_source.formats.avro import _codec
     from kafkasync_source.formats.registry import registry
     from kafkasync_source.spark.schema import arrow_schema
 
@@ -91,19 +91,22 @@ def test_the_decoded_column_of_an_evolving_topic_with_strays_is_what_fastavro_gi
 
     client = registry(value_format.registry)
     reader = json.loads(value_format.reader_schema().schema_str)
-    to_arrow = _arrow_values(reader)
     expected = []
     for value in values:
         if value is None or value[:1] != b"\x00" or value[1:5] == b"\x7f\xff\xff\xf0":
             expected.append(None)
             continue
         writer = json.loads(client.schema(int.from_bytes(value[1:5], "big")).schema_str)
-        expected.append(to_arrow(fastavro.schemaless_reader(io.BytesIO(value[5:]), writer, reader)))
+        expected.append(fastavro.schemaless_reader(io.BytesIO(value[5:]), writer, reader))
     expected_column = pa.array(expected, type=arrow_type)
 
     decode = value_format.column_decoder(arrow_type)
-    assert decode(records).to_pylist() == expected_column.to_pylist()
-    assert [decode([record]).to_pylist()[0] for record in records] == expected_column.to_pylist()
+    decoded = decode(records)
+    assert decoded.values.to_pylist() == expected_column.to_pylist()
+    # The tombstone is null, not undecodable; the stray JSON and the unknown id are named.
+    assert [(row.row, row.kind, row.schema_id) for row in decoded.undecodable] == [
+        (3, "not-framed", None), (4, "unknown-schema", 0x7ffffff0)]
+    assert [decode([record]).values.to_pylist()[0] for record in records] == expected_column.to_pylist()
     assert expected_column.null_count == 3 and len({v[1:5] for v in values if v and v[:1] == b"\x00"}) == 4
-    decoder = _DECODERS[value_format]  # every writer schema compiled to a numpy decoder (avro_columns.py)
-    assert all(decoder.columns(written.schema_id, arrow_type) is not None for written in evolution.records)
+    codec = _codec(value_format)  # every writer schema compiled to a numpy decoder (formats/avro/columns.py)
+    assert all(codec.writer(written.schema_id).column(arrow_type) is not None for written in evolution.records)

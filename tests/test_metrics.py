@@ -138,6 +138,36 @@ def test_listener_warns_once_per_enforced_update_and_calls_back(caplog):
     assert listener.latest("q1").enforced_processing == 0
 
 
+def test_listener_adds_up_observed_decode_errors_per_query_and_shows_the_reader_schemas(caplog):
+    """Issue 61, "nothing null without a count": what observe_decode_errors counted in each
+    batch (progress.observedMetrics), per batch and added up over the query's batches (a batch
+    seen twice, as onQueryIdle re-reads lastProgress, counts once), and the reader schema the
+    offsets record. One warning per query."""
+    updates = []
+    listener = KafkaSyncListener(on_update=updates.append)
+    pin = {"value": {"subject": "orders-value", "version": 2, "id": 7}}
+    start = SyncOffset({A: PartitionOffset(0)}).read_as(pin).to_json()
+    end = SyncOffset({A: PartitionOffset(3)}).read_as(pin).to_json()
+    latest = {"kafkasync": 1, "givenUp": [], "waitingOn": [], "partitions": {}}
+
+    def batch(batch_id, not_framed, unknown):
+        counts = {"valueNotFramed": not_framed, "valueUnknownSchema": unknown, "valueMalformed": 0,
+                  "valueIncompatible": 0, "valueUndecodable": not_framed + unknown}
+        return {**progress(batch_id, start, end, latest), "observedMetrics": {"kafkasync_decode_errors": counts}}
+
+    with caplog.at_level(logging.WARNING, logger="kafkasync_source.metrics.listener"):
+        for payload in (batch(1, 0, 0), batch(2, 2, 1), batch(2, 2, 1), batch(3, 1, 0)):
+            listener._update(payload)
+    metrics = listener.latest("q1")
+    assert metrics.decode_errors == {"valueNotFramed": 1, "valueUnknownSchema": 0, "valueMalformed": 0,
+                                     "valueIncompatible": 0, "valueUndecodable": 1}
+    assert metrics.decode_errors_total == {"valueNotFramed": 3, "valueUnknownSchema": 1, "valueMalformed": 0,
+                                           "valueIncompatible": 0, "valueUndecodable": 4}
+    assert metrics.reader_schemas == pin
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and warnings[0].startswith("kafkasync query q1 batch 2: 3 record(s) could not be decoded")
+
+
 # ----------------------------------------------------------------- end to end (embedded Kafka)
 
 

@@ -54,3 +54,25 @@ def test_another_time_source_keeps_positions_and_counters_and_forgets_the_times(
     assert rebased == SyncOffset({TopicPartition("t", 0): PartitionOffset(5), TopicPartition("t", 1): PartitionOffset(9)},
                                  enforced_processing_total=1, late_records_total=3, time_source=payload_time)
     assert rebased.to_json()["timeSource"] == payload_time
+
+
+def test_the_reader_schemas_records_were_decoded_with_are_kept_and_only_written_where_there_are_some():
+    """Issue 61: the checkpoint holds each part's reader schema, so a restart can notice another."""
+    plain = SyncOffset({TopicPartition("orders", 0): PartitionOffset(5)})
+    assert "readerSchemas" not in plain.to_json()
+    read = plain.read_as({"value": {"subject": "orders-value", "version": 2, "id": 7},
+                          "key": {"subject": "orders-key", "version": 1, "id": 3}})
+    written = json.loads(json.dumps(read.to_json()))
+    assert written["readerSchemas"] == {"key": {"subject": "orders-key", "version": 1, "id": 3},
+                                        "value": {"subject": "orders-value", "version": 2, "id": 7}}
+    assert list(written["readerSchemas"]) == ["key", "value"]
+    assert SyncOffset.from_json(written) == read
+    assert SyncOffset.from_json(plain.to_json()).reader_schemas == {}
+
+
+@pytest.mark.parametrize("recorded", [[], {"value": {"subject": "s", "version": "2", "id": 7}},
+                                      {"value": {"version": 2, "id": 7}}, {"value": {"subject": "s", "version": 2}}])
+def test_malformed_reader_schemas_fail_clearly(recorded):
+    data = {**SyncOffset({TopicPartition("t", 0): PartitionOffset(1)}).to_json(), "readerSchemas": recorded}
+    with pytest.raises(KafkaSyncOffsetError, match="Malformed kafkasync offset"):
+        SyncOffset.from_json(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from kafkasync_source.config import client_config, options
+from kafkasync_source.config import client_config, format_options, options
 from kafkasync_source.config.option_docs import documented_source_options, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,8 +20,8 @@ def test_the_committed_reference_is_what_the_code_generates():
 
 
 def test_every_option_the_code_reads_is_documented_and_every_documented_one_accepted():
-    # The options are read in options.py, and the group id's in client_config.py.
-    code = "".join(open(module.__file__).read() for module in (options, client_config))
+    # The options are read in options.py and format_options.py, and the group id's in client_config.py.
+    code = "".join(open(module.__file__).read() for module in (options, format_options, client_config))
     # Each option is read from the lower-cased map as lowered.get("x"), "x" in lowered, or a
     # helper(lowered, "x" or "xDisplayName", ...) that lower-cases it.
     read = {name.lower() for name in re.findall(r'lowered(?:\.get\(|,)\s*"([A-Za-z][A-Za-z0-9.]*)"', code)}
@@ -30,7 +30,7 @@ def test_every_option_the_code_reads_is_documented_and_every_documented_one_acce
              for name in pair}
     read |= set(options._SUBSCRIPTIONS)
     read |= {name.lower() for name in options.EVENT_TIME_OPTIONS.values()}  # read through that map
-    read |= {name.lower() for name in options.FORMAT_OPTIONS}  # read through _format, by key/value
+    read |= {name.lower() for name in format_options.FORMAT_OPTIONS}  # read by key/value part
     source_options = {name for name in read if not name.startswith("kafka.")}
     assert len(source_options) > 25, sorted(source_options)  # the patterns still find them
     assert source_options - documented_source_options() == set()

@@ -120,3 +120,82 @@ def test_a_keystores_contents_repr_holds_no_key():
     shown = repr(StoreContents(("-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----\n",), PEM))
     assert_no_secret(shown)
     assert "MIIBcert" in shown
+
+
+def test_nothing_the_reader_schema_pin_or_the_decode_mode_shows_holds_the_registrys_credentials(caplog):
+    """Issue 61, item 6: the registry's URL user info, basic auth and bearer token never reach the
+    schema's metadata, the offsets' readerSchemas, the live report, a decode error (FAILFAST's
+    message, PERMISSIVE's column and log), the restart check's message, the registry's warnings
+    or a repr. The registry is the client double: every message is what kafkasync builds."""
+    import io
+    import logging
+    import uuid
+
+    import fastavro
+    from confluent_kafka import Message
+    from pyspark.sql.types import _parse_datatype_json_string
+
+    from kafkasync_dev.testing.registry_double import RegistryDouble, avro_schema, serving
+    from kafkasync_source.config.errors import KafkaSyncOptionError
+    from kafkasync_source.executor.decode_policy import DecodePolicy
+    from kafkasync_source.formats.registry import KafkaSyncFormatError, RegistrySettings, registry
+    from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+    from kafkasync_source.planning.planner import TopicPartition
+    from kafkasync_source.spark.schema import arrow_schema
+    from kafkasync_source.spark.source import KafkaSyncDataSource
+
+    fragments = ("url-pw-3107", "auth-pw-3108", "bearer-tok-3109")
+    url = f"http://svc:url-pw-3107@127.0.0.1:1/{uuid.uuid4().hex}"
+    options = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "orders", "value.format": "avro-confluent",
+               "schema.registry.url": url, "schema.registry.basic.auth.user.info": "svc:auth-pw-3108",
+               "schema.registry.bearer.auth.token": "bearer-tok-3109", "value.decode": "true",
+               "eventTime.field": "id", "eventTime.onInvalid": "skip"}
+    settings = RegistrySettings(url, tuple(sorted((key[len("schema.registry."):], value) for key, value in options.items()
+                                                  if key.startswith("schema.registry.") and key != "schema.registry.url")))
+    order = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+    shown: list[str] = []
+    double = RegistryDouble()
+    with serving(double, settings), caplog.at_level(logging.DEBUG):
+        v1 = double.register_schema("orders-value", avro_schema(json.dumps(order)))
+        schema = _parse_datatype_json_string(KafkaSyncDataSource(options).schema().json())
+        shown.append(schema.json())
+        foreign = double.register_schema("other-value", avro_schema(json.dumps({**order, "doc": "another subject's"})))
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, fastavro.parse_schema(order), {"id": 1})
+        values = [b"\x00" + foreign.to_bytes(4, "big") + body.getvalue(), b"{}", b"\x00\x00\x00\x0f\xff\x02"]
+        records = [Message(topic="orders", partition=0, offset=i, value=v, timestamp=(1, 0)) for i, v in enumerate(values)]
+        for mode in ("FAILFAST", "PERMISSIVE"):
+            source = KafkaSyncDataSource({**options, "value.decode.mode": mode})
+            reader = source.streamReader(_parse_datatype_json_string(source.schema().json()))
+            value_format = reader._options.value_format
+            policy = DecodePolicy(value_format, arrow_schema(reader._schema).field("valueDecoded").type)
+            shown += [repr(reader._options), repr(value_format), repr(registry(settings)), value_format.describe_reader()]
+            try:
+                shown += [str(column.to_pylist()) for column in policy(records)]
+            except KafkaSyncFormatError as failure:
+                shown.append(str(failure))
+            shown.append(json.dumps(SyncOffset({TopicPartition("orders", 0): PartitionOffset(1)})
+                                    .read_as(reader._read_as).to_json()))
+        double.register_schema("orders-value", avro_schema(json.dumps({**order, "fields": [
+            *order["fields"], {"name": "note", "type": "string", "default": ""}]})))
+        double.delete_version("orders-value", 1)
+        double.delete_version("orders-value", 1, permanent=True)
+        restarted = KafkaSyncDataSource(options).streamReader(_parse_datatype_json_string(
+            KafkaSyncDataSource(options).schema().json()))
+        recorded = SyncOffset({TopicPartition("orders", 0): PartitionOffset(1)}).read_as(
+            {"value": {"subject": "orders-value", "version": 1, "id": v1}}).to_json()
+        with pytest.raises(KafkaSyncOptionError) as gone:
+            restarted._offset(recorded)
+        shown.append(str(gone.value))
+        double.down = True
+        with pytest.raises(KafkaSyncFormatError) as down:
+            registry(settings).schema(4242)
+        shown.append(str(down.value))
+    shown += [record.getMessage() for record in caplog.records]
+    text = "\n".join(shown)
+    assert "no longer in the registry at http://127.0.0.1:1/" in text, text[-3000:]
+    assert "not-framed" in text and "unknown-schema" in text and "the value cannot be decoded" in text
+    assert "cannot fetch schema id 4242 from the registry at http://127.0.0.1:1/" in text
+    assert "is no version of the subject records are read as" in text
+    leaked = [fragment for fragment in fragments if fragment in text]
+    assert not leaked, f"secret(s) {leaked} in: {text[:3000]}"

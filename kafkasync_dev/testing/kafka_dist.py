@@ -232,6 +232,21 @@ def maven_spark_protobuf(spark_version: str, *, log=None) -> list[str]:
     return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
 
 
+DELTA_SPARK_POM = os.path.join(os.path.dirname(POM), "delta-spark.pom.xml")
+
+
+def maven_delta_spark(delta_version: str, spark_line: str, *, log=None) -> list[str]:
+    """Delta Lake's Spark connector ``io.delta:delta-spark_<spark_line>_2.13:<delta_version>``
+    and its ``delta-storage`` for ``spark.jars``, resolved once into the cache. Only these two:
+    the rest of its dependency tree (Hadoop, Jackson, Parquet, Scala) is Spark's own."""
+    artifact = f"delta-spark_{spark_line}_2.13"
+    libs = _resolve(DELTA_SPARK_POM, f"delta-{delta_version}-spark{spark_line}",
+                    f"Delta Lake {delta_version} for Spark {spark_line} (io.delta:{artifact})",
+                    [f"-Ddelta.version={delta_version}", f"-Dspark.line={spark_line}",
+                     f"-DincludeArtifactIds={artifact},delta-storage"], log)
+    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+
+
 def _resolve(pom: str, name: str, what: str, arguments: Sequence[str], log=None) -> str:
     """Runs ``mvn dependency:copy-dependencies`` on ``pom`` into ``<cache>/<name>/libs`` once;
     returns that directory. Says what it resolves and how long it took."""

@@ -37,14 +37,20 @@ _SECRET_MARKERS = ("password", "secret", "jaas", "key", "token", "credential", "
 """``user.info``: ``schema.registry.basic.auth.user.info`` (``user:password``)."""
 
 SPARK_OPTIONS_REDACTION_REGEX = (
-    r"(?i)^(kafka|schema\.registry)\..*(" + "|".join(re.escape(marker) for marker in _SECRET_MARKERS) + ")"
+    r"(?i)^(kafka|schema\.registry)\..*("
+    + "|".join(f"{re.escape(marker[:-1])}[{re.escape(marker[-1])}]" for marker in _SECRET_MARKERS) + ")"
 )
 """Java regex for Spark's ``spark.sql.redaction.options.regex``: the ``kafka.*`` and
 ``schema.registry.*`` options whose values are secrets (``schema.registry.url`` is masked by
 Spark's own default, ``(?i)url``). Spark prints a data source's options in ``explain()`` and the UI, masking
 only those whose name or value matches that regex (default ``(?i)url``) or
 ``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key|credential``):
-``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim."""
+``kafka.ssl.key.pem`` matched neither, so a private key was printed verbatim.
+
+Each marker's last letter stands in brackets (``passwor[d]``): the regex is itself a session conf,
+and Spark Connect's config RPC hides a conf whose value matches ``spark.redaction.regex``
+(``SparkConnectConfigHandler.isRedacted``: ``get`` fails with SQL_CONF_NOT_FOUND, ``get`` with a
+default answers the default), so a regex spelling ``password`` could not be read back to extend."""
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_ISOLATION_LEVEL = "read_uncommitted"

@@ -204,9 +204,10 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             '`after.updated_at`. Avro `timestamp-millis`/`-micros`/`local-timestamp-*` and `date`, and '
             "Protobuf's `google.protobuf.Timestamp`, are times as they are; other numbers and strings "
             'follow `eventTime.format`. Each record is read with its writer schema (fetched by id once '
-            "per process), the path named as the subject's latest version names it (Avro aliases "
-            'followed, a field the writer lacks takes its default). A record that is not framed, or '
-            "whose schema id the registry does not know, has an invalid time (`eventTime.onInvalid`); a "
+            "per process), the path named as the reader schema names it (the subject's version "
+            '`value.subject.version`, pinned at `load()`; Avro aliases followed, a field the writer lacks '
+            'takes its default). A record that is not framed, or whose schema id the registry does not '
+            "know, has an invalid time (`eventTime.onInvalid`); a "
             'writer schema that does not resolve fails the query naming topic, partition, offset, schema '
             'id and field. Everything else as `eventTime.jsonPath`. See [Schema Registry '
             'formats](../formats.md)'
@@ -232,7 +233,8 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
             '`ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, `timeout` (s, default '
             '10), `max.retries`, `retries.wait.ms`, `retries.max.wait.ms`. When the query starts the '
             'registry must answer or the query fails naming the URL; later a new schema id is retried '
-            "with the client's backoff, then fails naming the id and the URL. Credentials never appear in "
+            "with the client's backoff, then fails naming the id and the URL. An id the registry answers "
+            'unknown stays unknown for 30 s in a process, then is asked again. Credentials never appear in '
             'messages, logs, offsets, progress or plans'
         ),
     ),
@@ -241,14 +243,28 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
          'key.subject', 'key.subject.name.strategy', 'key.record.name'),
         'none, `topic-name`, none',
         (
-            'the subject whose latest version (when the query starts) is the reader schema. By default '
-            "named as Confluent's serializers name it: `topic-name` (`<topic>-value`, one topic "
-            'subscribed; `<topic>-key` for the key), `record-name` (`<record.name>`) or `topic-record-name` '
-            '(`<topic>-<record.name>`). `record.name` is what the serializer names the subject after: '
-            "Avro's record full name (`namespace.Name`), Protobuf's message full name (`package.Message`, "
-            "which also picks the reader's message in a file of several), JSON Schema's `title`. "
-            '`value.subject` names it outright. Without one (several topics), each record is read with '
-            'its writer schema as it is'
+            'the subject whose version (`value.subject.version`: its latest when the query is loaded) is '
+            "the reader schema. By default named as Confluent's serializers name it: `topic-name` "
+            '(`<topic>-value`, one topic subscribed; `<topic>-key` for the key), `record-name` '
+            '(`<record.name>`) or `topic-record-name` (`<topic>-<record.name>`). `record.name` is what the '
+            "serializer names the subject after: Avro's record full name (`namespace.Name`), Protobuf's "
+            "message full name (`package.Message`, which also picks the reader's message in a file of "
+            "several), JSON Schema's `title`. `value.subject` names it outright. Without one (several "
+            'topics), each record is read with its writer schema as it is'
+        ),
+    ),
+    OptionDoc(
+        ('value.subject.version', 'key.subject.version'),
+        '`latest`',
+        (
+            "which version of the subject is the reader schema: `latest` (the subject's latest when the "
+            'query is loaded) or a version number. The reader is pinned once per query, at `load()`, and '
+            'the driver and every executor read with it; a streaming query records it in its checkpoint '
+            "(the offsets' `readerSchemas`). A restart whose pin differs from the checkpoint's (a new "
+            'version registered meanwhile) fails at its first trigger naming both: set this option to the '
+            "checkpoint's version to keep the old reader, or to the new version to move the query to it "
+            '(the checkpoint then records the new one). See [moving a running query to a new reader '
+            'schema](../formats.md#moving-a-running-query-to-a-new-reader-schema)'
         ),
     ),
     OptionDoc(
@@ -257,8 +273,25 @@ OPTION_DOCS: tuple[OptionDoc, ...] = (
         (
             'add the decoded value (key) as a struct column `valueDecoded` (`keyDecoded`), of the Spark '
             'type `from_avro`/`from_protobuf` gives for the reader schema; each record is resolved from '
-            'its writer schema to it (Avro: defaults, aliases, promotions). The raw `value` stays. A '
-            'record that cannot be decoded (not framed, unknown schema id) is null there'
+            'its writer schema to it (Avro: defaults, aliases, promotions). The raw `value` stays; a '
+            'tombstone (no value) is null. A record that cannot be decoded (not framed, an unknown '
+            'schema id, bytes that do not match their schema, a writer that does not resolve) is handled '
+            'by `value.decode.mode`'
+        ),
+    ),
+    OptionDoc(
+        ('value.decode.mode', 'key.decode.mode'),
+        '`FAILFAST`',
+        (
+            "as `from_avro`/`from_protobuf`'s `mode`: `FAILFAST` fails the query at the first record "
+            'that cannot be decoded, naming topic, partition, offset, schema id, what is wrong '
+            '(`not-framed`, `unknown-schema`, `malformed`, `incompatible`) and why (the field); '
+            '`PERMISSIVE` makes it null and adds a string column `valueDecodeError` (`keyDecodeError`) '
+            'beside the decoded one: null where the record decoded (or is a tombstone), else '
+            '`kind: reason (schema id N)`. Count, watch or route those rows to a dead-letter table '
+            '(`kafkasync_source.observe_decode_errors` counts them per kind in the progress and '
+            '`KafkaSyncListener`); the first record of each kind is logged once per worker. See '
+            '[Schema Registry formats](../formats.md#records-that-cannot-be-decoded)'
         ),
     ),
     OptionDoc(

@@ -20,6 +20,7 @@ from typing import Mapping, Optional, Union
 
 from kafkasync_source.config.client_config import client_config_from, query_group_id
 from kafkasync_source.config.errors import KafkaSyncOptionError
+from kafkasync_source.config.format_options import REGISTRY_PREFIX, format_options
 from kafkasync_source.config.java_regex import java_regex_to_python
 from kafkasync_source.config.option_docs import OPTION_DOCS, documented_source_options
 from kafkasync_source.config.option_values import (
@@ -42,15 +43,7 @@ from kafkasync_source.event_time.options import (
     USE_PARTITION_TIME,
     EventTimeOptions,
 )
-from kafkasync_source.formats.options import (
-    FORMAT_NAMES,
-    SUBJECT_NAME_STRATEGIES,
-    FormatOptions,
-    pin_reader_schema,
-    require_extra,
-    subject_of,
-)
-from kafkasync_source.formats.registry import RegistrySettings
+from kafkasync_source.formats.options import FormatOptions, ReaderPin
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -97,6 +90,7 @@ AUTOSTOP_DURABLE = "durable"
 DEFAULT_AUTOSTOP_TOPIC = "kafkasync-autostop"
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_NO_PINS: Mapping[str, ReaderPin] = {}
 
 
 @dataclass(frozen=True)
@@ -163,6 +157,11 @@ class SourceOptions:
     def decoded_formats(self) -> tuple[FormatOptions, ...]:
         """The formats whose decoded value is a column (``value.decode`` / ``key.decode``), key first."""
         return tuple(f for f in (self.key_format, self.value_format) if f is not None and f.decode)
+
+    @property
+    def reader_pins(self) -> dict[str, ReaderPin]:
+        """By part (``value``, ``key``), the reader schema its records are decoded with, where one is pinned."""
+        return {f.part: f.pin for f in (self.key_format, self.value_format) if f is not None and f.pin is not None}
 
     @property
     def tracks_partition_time(self) -> bool:
@@ -236,18 +235,21 @@ class RateLimitOptions:
     max_event_time_per_trigger_ms: Optional[int] = None
 
 
-def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> SourceOptions:
+def parse_options(options: Mapping[str, str], *, streaming: Optional[bool],
+                  reader_pins: Mapping[str, ReaderPin] = _NO_PINS) -> SourceOptions:
     """Validate Spark's option map. Raises :class:`KafkaSyncOptionError` naming the option.
 
     ``streaming=None`` skips the checks that depend on the read mode: ``DataSource.schema()``
-    runs for batch and streaming reads alike and cannot tell which one it serves."""
+    runs for batch and streaming reads alike and cannot tell which one it serves.
+    ``reader_pins``: by part (``value``, ``key``), the reader schemas pinned when the query was
+    loaded (spark/schema.py carries them); a part without one is pinned now."""
     lowered = {key.lower(): str(value) for key, value in options.items()}
     client_config = client_config_from(lowered)
     commit_group_id = client_config.get("group.id")
     client_config["group.id"] = query_group_id(lowered, commit_group_id, streaming)
     unknown = sorted(
         key for key in lowered
-        if not key.startswith(("kafka.", _REGISTRY_PREFIX)) and key not in _KNOWN_OPTIONS
+        if not key.startswith(("kafka.", REGISTRY_PREFIX)) and key not in _KNOWN_OPTIONS
     )
     if unknown:
         raise KafkaSyncOptionError(
@@ -283,7 +285,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     autostop_offsets, autostop_key, autostop_topic = _autostop(lowered, streaming)
     planning_mode = _planning_mode(lowered)
     subscription = _subscription(lowered)
-    value_format = _format(lowered, subscription, part="value", needs_reader="eventtime.field" in lowered)
+    topics = _topics(subscription)
+    value_format = format_options(lowered, topics, part="value", needs_reader="eventtime.field" in lowered,
+                                  carried=reader_pins.get("value"))
     return SourceOptions(
         subscription=subscription,
         client_config=client_config,
@@ -332,7 +336,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         planning_mode=planning_mode,
         event_time=_event_time(lowered, planning_mode, value_format),
         value_format=value_format,
-        key_format=_format(lowered, subscription, part="key", needs_reader=False),
+        key_format=format_options(lowered, topics, part="key", needs_reader=False, carried=reader_pins.get("key")),
     )
 
 
@@ -413,46 +417,9 @@ def _event_time(lowered: Mapping[str, str], planning_mode: str,
 
 
 
-_REGISTRY_PREFIX = "schema.registry."
-_PART_OPTIONS = ("subject", "subject.name.strategy", "record.name", "decode")
-FORMAT_OPTIONS = ("schema.registry.url", "schema.registry.*",
-                  *(f"{part}.{name}" for part in ("key", "value") for name in ("format", *_PART_OPTIONS)))
-"""The Schema Registry formats' options (read through ``_format``), for the options reference's test."""
-
-
-def _format(lowered: Mapping[str, str], subscription: Subscription, *, part: str,
-            needs_reader: bool) -> Optional[FormatOptions]:
-    """``<part>.format`` with ``schema.registry.*`` and ``<part>.subject`` / ``.subject.name.strategy``
-    / ``.record.name`` / ``.decode``. Where the value is decoded or a field of it is the event
-    time, the registry is asked now (it must answer, or the query does not start) and the
-    subject's latest version is pinned as the reader schema (formats/options.py)."""
-    given = [f"{part}.{name}" for name in _PART_OPTIONS if f"{part}.{name}" in lowered]
-    if f"{part}.format" not in lowered:
-        if given:
-            raise KafkaSyncOptionError(f"Option '{given[0]}' needs '{part}.format'.")
-        return None
-    option = f"{part}.format"
-    format_name = one_of(lowered, option, FORMAT_NAMES)
-    url = lowered.get(f"{_REGISTRY_PREFIX}url", "").strip()
-    if not url:
-        raise KafkaSyncOptionError(f"Option '{option}={format_name}' needs 'schema.registry.url'.")
-    settings = tuple(sorted((key[len(_REGISTRY_PREFIX):], value) for key, value in lowered.items()
-                            if key.startswith(_REGISTRY_PREFIX) and key != f"{_REGISTRY_PREFIX}url"))
-    registry_settings = RegistrySettings(url, settings)
-    decode = boolean(lowered, f"{part}.decode", f"{part}.decode", False)
-    strategy = one_of(lowered, f"{part}.subject.name.strategy", SUBJECT_NAME_STRATEGIES)
-    try:
-        require_extra(format_name, option)
-        record_name = lowered.get(f"{part}.record.name", "").strip() or None
-        subject = lowered.get(f"{part}.subject") or subject_of(
-            strategy, part, subscription.topics or tuple(sorted({tp.topic for tp in subscription.assigned})),
-            record_name)
-        options = FormatOptions(format_name, registry_settings, part, subject, None, decode, record_name)
-        if decode or needs_reader:
-            options = pin_reader_schema(options, required=decode)
-    except ValueError as err:
-        raise KafkaSyncOptionError(registry_settings.scrub(str(err))) from None
-    return options
+def _topics(subscription: Subscription) -> tuple[str, ...]:
+    """The topics a subscription names (none for a pattern): a format's subject may follow from them."""
+    return subscription.topics or tuple(sorted({tp.topic for tp in subscription.assigned}))
 
 
 def _subscription(lowered: Mapping[str, str]) -> Subscription:

@@ -174,7 +174,10 @@ class _ExtractedTime(RecordTime):
     def __init__(self, options: EventTimeOptions, read: Callable[[Any], int],
                  read_all: Optional[Callable[[list], Optional[list[int]]]] = None) -> None:
         """``read_all``: a faster ``times_of`` from the records' values, for batches whose
-        records all have valid times, returning None otherwise (then each record is read)."""
+        records all have valid times, returning None otherwise (then each record is read). Whatever
+        else it raises is no answer either: each record is then read alone, so a batch reader can
+        never give the executors (which read by batch) another answer than the driver's record
+        by record reads, nor end a task with an error that names no record."""
         self._options = options
         self._read = read
         self._read_all = read_all
@@ -195,7 +198,14 @@ class _ExtractedTime(RecordTime):
 
     def times_of(self, records: list, values: Optional[list] = None) -> list[int]:
         if self._read_all is not None:
-            valid_times = self._read_all([record.value() for record in records] if values is None else values)
+            try:
+                valid_times = self._read_all([record.value() for record in records] if values is None else values)
+            except KafkaSyncEventTimeError:
+                raise
+            except _NOT_THE_RECORDS_FAULT as err:
+                raise extraction_failed(records[0], err) from err
+            except Exception:  # noqa: BLE001 - a batch reader's failure is no answer: each record gives its own
+                valid_times = None
             if valid_times is not None:
                 return valid_times
         read = self._read

@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Generator, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -40,10 +40,10 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
+from kafkasync_source.executor.decode_policy import DecodePolicy
 from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
-from kafkasync_source.formats.decoded import DecodedColumn
 from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
@@ -202,7 +202,7 @@ class RangeReader:
             partition_time_column=self.include_partition_time,
             event_time=None if self.event_time is None else record_time(self.event_time),
             check_order=self.event_time is not None and self.event_time.non_decreasing,
-            decoders=[f.column_decoder(self.arrow_schema.field(decoded_column(f)).type) for f in self.decoded_formats],
+            decoders=[DecodePolicy(f, self.arrow_schema.field(decoded_column(f)).type) for f in self.decoded_formats],
         )
         stalled_since = gone_checked = time.monotonic()
         last_error: Optional[KafkaError] = None
@@ -650,7 +650,7 @@ class _Columns:
         partition_time_column: bool = False,
         event_time: Optional[RecordTime] = None,
         check_order: bool = False,
-        decoders: Sequence[Callable[[list], pa.Array]] = (),
+        decoders: Sequence[DecodePolicy] = (),
     ) -> None:
         """``partition_time``: the partition's time before the range's first record (-1: none),
         from which its running maximum continues; None where it is not followed.
@@ -659,7 +659,8 @@ class _Columns:
         partition time follows the Kafka timestamps. ``check_order``: fail on a record whose
         time is below the partition time before it (``eventTime.order=nonDecreasing``: the
         driver planned from a few records, on the user's word that the rest lie between).
-        ``decoders``: ``records -> array`` for each decoded column (formats/), the last columns."""
+        ``decoders``: ``records -> arrays`` for each decoded format (the decoded column, and
+        under PERMISSIVE its error column), the last columns (executor/decode_policy.py)."""
         self._decoders = decoders
         self._topic = topic
         self._check_order = check_order
@@ -680,7 +681,8 @@ class _Columns:
         self.timestamps: list[tuple[int, int]] = []  # (kind, ms) as confluent-kafka gives them
         self.headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
         self.event_times: list[int] = []  # time codes of the eventTime.* seam
-        self.decoded: list[list[pa.Array]] = [[] for _ in self._decoders]  # per decoded column, per consume()
+        self.decoded: list[list[pa.Array]] = [[] for d in self._decoders for _ in range(d.width)]
+        """Per decoded column (and error column), its arrays, one per consume()."""
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -705,10 +707,9 @@ class _Columns:
             # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
             self.event_times.extend(self._event_time.times_of(records, values))
-        for decode, column in zip(self._decoders, self.decoded):
-            # Until the decode mode lands here (FAILFAST/PERMISSIVE), the undecodable rows are nulls.
-            decoded = decode(records)
-            column.append(decoded.values if isinstance(decoded, DecodedColumn) else decoded)
+        arrays = [array for decode in self._decoders for array in decode(records)]
+        for column, array in zip(self.decoded, arrays):
+            column.append(array)
 
     def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
         count = len(self.offsets)

@@ -52,6 +52,18 @@ class DecodedColumn(NamedTuple):
     """The rows that are null because they could not be decoded, in row order."""
 
 
+def invalid_row(row: int, payload: Optional[bytes], why: Exception) -> Undecodable:
+    """The undecodable row of a payload a reader refused with ``why`` (an ``InvalidTime``: the
+    framing's ``NotFramed``, the registry's ``UnknownSchema``, anything else is malformed)."""
+    from kafkasync_source.formats.framing import NotFramed, schema_id
+    from kafkasync_source.formats.registry import UnknownSchema
+
+    if isinstance(why, NotFramed):
+        return Undecodable(row, NOT_FRAMED, str(why))
+    written_with = schema_id(payload) if payload is not None and len(payload) >= 5 and payload[0] == 0 else None
+    return Undecodable(row, UNKNOWN_SCHEMA if isinstance(why, UnknownSchema) else MALFORMED, str(why), written_with)
+
+
 MAX_TYPE_FIELDS = 10_000
 """The most fields (struct fields, arrays and maps, at any depth) a decoded column's Spark type
 may have: ten times the widest real schemas (a Debezium envelope has a few hundred)."""

@@ -15,6 +15,7 @@ import importlib
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
+from kafkasync_source.formats.decoded import DecodedColumn
 from kafkasync_source.formats.registry import EXTRA, RegistrySettings, registry
 
 AVRO, PROTOBUF, JSON_SCHEMA = "avro-confluent", "protobuf-confluent", "json-schema-confluent"
@@ -41,6 +42,38 @@ def require_extra(format_name: str, option: str) -> None:
             ) from None
 
 
+FAILFAST, PERMISSIVE = "FAILFAST", "PERMISSIVE"
+DECODE_MODES = (FAILFAST, PERMISSIVE)
+"""``<part>.decode.mode``, as ``from_avro``/``from_protobuf``'s ``mode`` option (Spark's
+``ParseMode``): ``FAILFAST``, their default, fails the query at a record that cannot be decoded;
+``PERMISSIVE`` makes it null, with its reason in ``<part>DecodeError`` (formats/decoded.py)."""
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class ReaderPin:
+    """The reader schema a query reads as: a version of a subject, and the id that names it for
+    good (a subject's versions can be deleted and its latest moves; an id means one schema)."""
+
+    subject: str
+    version: int
+    schema_id: int
+
+    def describe(self) -> str:
+        return f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subject": self.subject, "version": self.version, "id": self.schema_id}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "ReaderPin":
+        """Raises ValueError for anything but :meth:`to_json`'s form."""
+        if not isinstance(data, dict) or not isinstance(data.get("subject"), str) or not all(
+                isinstance(data.get(key), int) and not isinstance(data.get(key), bool) for key in ("version", "id")):
+            raise ValueError(f"not a reader schema: {str(data)[:200]!r}")
+        return cls(data["subject"], data["version"], data["id"])
+
+
 @dataclass(frozen=True)
 class FormatOptions:
     """How the key or the value is encoded, and the schema it is read as. Hashable and
@@ -52,17 +85,41 @@ class FormatOptions:
     part: str = "value"
     """``value`` or ``key``: which bytes of the record."""
     subject: Optional[str] = None
-    """The subject whose latest version (at start) is the reader schema; None: each record is
-    read with its writer schema as it is."""
+    """The subject whose version (``subject_version``, the latest by default) is the reader
+    schema; None: each record is read with its writer schema as it is."""
     reader_schema_id: Optional[int] = None
-    """That latest version's id, pinned when the query starts, so that the driver and every
-    executor read with the same schema whatever is registered meanwhile."""
+    """That version's id, pinned once per query (at ``load()``, carried to every later process
+    of the query: spark/schema.py), so that the driver and every executor read with the same
+    schema whatever is registered meanwhile."""
     decode: bool = False
     """``value.decode``: add the decoded value as a struct column."""
     record_name: Optional[str] = None
     """``value.record.name``: the record's full name, as the record subject name strategies take
     it; for Protobuf also which message of the reader schema's file is read (a ``.proto`` file
     may define several; without it the first)."""
+    subject_version: Optional[int] = None
+    """``<part>.subject.version``: the subject's version to read as; None: its latest when the
+    query starts. Naming the version a checkpoint recorded keeps a restarted query's reader."""
+    reader_version: Optional[int] = None
+    """The pinned version's number (shown with the id; the id is what is read with)."""
+    decode_mode: str = FAILFAST
+    """``<part>.decode.mode``: one of :data:`DECODE_MODES`."""
+
+    @property
+    def pin(self) -> Optional[ReaderPin]:
+        """The pinned reader schema, None without one."""
+        if self.subject is None or self.reader_schema_id is None or self.reader_version is None:
+            return None
+        return ReaderPin(self.subject, self.reader_version, self.reader_schema_id)
+
+    @property
+    def version_option(self) -> str:
+        return f"{self.part}.subject.version"
+
+    @property
+    def error_column(self) -> bool:
+        """Whether the decoded column has a ``<part>DecodeError`` beside it (``PERMISSIVE``)."""
+        return self.decode and self.decode_mode == PERMISSIVE
 
     @property
     def option(self) -> str:
@@ -89,15 +146,27 @@ class FormatOptions:
         """The Spark type of the decoded value (``from_avro`` / ``from_protobuf``'s for the reader schema)."""
         return self._codec().spark_type(self)
 
-    def column_decoder(self, arrow_type: Any) -> Callable[[list], Any]:
-        """``records -> pyarrow array`` of ``arrow_type`` (null where a record cannot be decoded)."""
+    def column_decoder(self, arrow_type: Any) -> Callable[[list], DecodedColumn]:
+        """``records -> DecodedColumn``: their values as ``arrow_type``, and the rows that could
+        not be decoded, null there (formats/decoded.py; executor/decode_policy.py applies the mode)."""
         return self._codec().column_decoder(self, arrow_type)
 
+    def describe_reader(self) -> str:
+        """``value.format=avro-confluent read as subject 'orders-value' version 2 (schema id 7)``,
+        for messages and the live report (never the registry's URL: it may hold credentials)."""
+        pin = self.pin
+        return f"{self.describe()} " + (f"read as {pin.describe()}" if pin else "read with each record's writer schema")
+
     def reader_schema(self) -> Optional[Any]:
-        """The pinned reader schema (``confluent_kafka.schema_registry.Schema``), or None."""
+        """The pinned reader schema (``confluent_kafka.schema_registry.Schema``), or None. The
+        process's registry learns that records are read as the subject (a writer id of no version
+        of it is warned about once, formats/registry.py)."""
         if self.reader_schema_id is None:
             return None
-        return registry(self.registry).schema(self.reader_schema_id)
+        known = registry(self.registry)
+        if self.subject is not None:
+            known.reading(self.subject)
+        return known.schema(self.reader_schema_id)
 
     def _codec(self) -> Any:
         """The format's module, imported on first use (its decoders are the optional extra)."""
@@ -119,11 +188,15 @@ def subject_of(strategy: str, part: str, topics: tuple[str, ...], record_name: O
     return f"{topics[0]}-{part}" if strategy == TOPIC_NAME else f"{topics[0]}-{record_name}"
 
 
-def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOptions:
-    """``options`` with the subject's latest version pinned as the reader schema. The registry
-    must answer now (a query does not start against a registry it cannot reach); a subject
-    without versions is an error when ``required`` (a decoded column needs its type), else each
-    record is read with its writer schema."""
+def pin_reader_schema(options: FormatOptions, *, required: bool, carried: Optional[ReaderPin] = None) -> FormatOptions:
+    """``options`` with its reader schema pinned: ``carried``, the pin an earlier process of the
+    query made (spark/schema.py), as it is; else the subject's ``subject_version`` (its latest
+    by default), asked of the registry now. The registry must then answer (a query does not start
+    against a registry it cannot reach); a subject without versions is an error when ``required``
+    (a decoded column needs its type) or a version is named, else each record is read with its
+    writer schema."""
+    if carried is not None:
+        return _carried(options, carried)
     client = registry(options.registry)
     client.check()
     if options.subject is None:
@@ -132,9 +205,18 @@ def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOption
                 f"Option '{options.part}.decode' needs one reader schema: subscribe to one topic, or name "
                 f"the subject with '{options.part}.subject'."
             )
+        if options.subject_version is not None:
+            raise ValueError(f"Option '{options.version_option}' needs a subject: subscribe to one topic, "
+                             f"or name the subject with '{options.part}.subject'.")
         return options
-    latest = client.latest(options.subject)
-    if latest is None:
+    found = client.version(options.subject, "latest" if options.subject_version is None else options.subject_version)
+    if found is None:
+        if options.subject_version is not None:
+            raise ValueError(
+                f"Option '{options.version_option}={options.subject_version}': the Schema Registry at "
+                f"{options.registry.display_url} has no version {options.subject_version} of subject "
+                f"{options.subject!r} (deleted, or never registered); '{LATEST}' reads as the latest."
+            )
         if required:
             raise ValueError(
                 f"the Schema Registry at {options.registry.display_url} has no version of subject "
@@ -142,10 +224,25 @@ def pin_reader_schema(options: FormatOptions, *, required: bool) -> FormatOption
             )
         return replace(options, subject=None)
     expected = _REGISTRY_TYPE[options.format]
-    schema_type = getattr(latest.schema, "schema_type", None) or "AVRO"
+    schema_type = getattr(found.schema, "schema_type", None) or "AVRO"
     if schema_type != expected:
         raise ValueError(
             f"Option '{options.option}={options.format}': subject {options.subject!r} holds a {schema_type} "
             f"schema, not {expected}."
         )
-    return replace(options, reader_schema_id=latest.schema_id)
+    return replace(options, reader_schema_id=found.schema_id, reader_version=found.version)
+
+
+def _carried(options: FormatOptions, carried: ReaderPin) -> FormatOptions:
+    """``options`` pinned to the reader an earlier process of the query pinned: the same options
+    at ``load()``, so the same subject and version; anything else is a schema that was not
+    made for these options (one copied from another query with ``.schema(...)``)."""
+    if options.subject != carried.subject or options.subject_version not in (None, carried.version):
+        wanted = f"subject {options.subject!r}" + (
+            "" if options.subject_version is None else f" version {options.subject_version}")
+        raise ValueError(
+            f"the schema given to this {options.option}={options.format} read was made for the reader schema "
+            f"{carried.describe()}, and the options name {wanted}: give no schema (the source pins the reader "
+            "when the query is loaded), or one made with these options."
+        )
+    return replace(options, reader_schema_id=carried.schema_id, reader_version=carried.version)

@@ -8,8 +8,18 @@ are a dictionary look-up. A registry that is down therefore stops nothing that o
 seen before; a new id is retried by the client with backoff (its ``max.retries`` and
 ``retries.wait.ms`` / ``retries.max.wait.ms``, full jitter, confluent-kafka
 ``_sync/schema_registry_client.py`` ``send_http_request``), then fails the query naming the id
-and the URL. An id the registry answers it does not know (HTTP 404) is remembered as unknown:
-the records that carry it have an invalid time and a null decoded value.
+and the URL. An id the registry answers it does not know (HTTP 404, error 40403) is unknown: the
+records that carry it have an invalid time, and an undecodable value (formats/decoded.py). The
+answer is kept for :data:`UNKNOWN_RETRY_S` and then asked again (a replica may not have read a
+schema registered a moment ago); a process asks about ids it never met only while the registry
+has not answered "unknown" too often (:data:`UNKNOWN_ANSWERS_BURST`), so stray payloads that
+happen to start with byte 0 cost no request per record. Both caches are bounded (least recently
+used first out), and a writer schema whose references do not resolve is remembered as failing
+like an unknown id.
+
+The reader's subject is known to the registry of a process (:meth:`Registry.reading`): a writer
+id met that is no version of it is warned about once (``GET /schemas/ids/{id}/versions``), since
+Confluent's framing cannot be told from a payload that starts with byte 0 by chance.
 
 An Avro writer schema may name types that other subjects define (schema references: the
 ``references`` of ``GET /schemas/ids/{id}``, each a type's name, a subject and a version, as
@@ -29,14 +39,20 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from kafkasync_source.event_time.formats import InvalidTime
 from kafkasync_source.event_time.options import KafkaSyncEventTimeError
+
+logger = logging.getLogger(__name__)
+K = TypeVar("K")
+V = TypeVar("V")
 
 EXTRA = "kafkasync[registry]"
 """The optional extra that installs the registry client and the decoders."""
@@ -105,51 +121,142 @@ class RegistrySettings:
         return conf
 
 
+UNKNOWN_RETRY_S = 30.0
+"""How long an id the registry answered unknown (HTTP 404) stays unknown in a process before it
+is asked again. A registry may answer 404 for an id registered a moment ago: Confluent's
+followers learn new schemas by reading the ``_schemas`` topic, Apicurio's KafkaSQL storage from
+its own topic, so a reader that asks a lagging replica right after a producer registered gets
+404. Within 30 s a replica has caught up (it lags by its poll of a Kafka topic, milliseconds to
+seconds) and the id's records decode again; meanwhile an id that never existed (a stray payload
+that starts with byte 0) costs a process at most one request per 30 s."""
+KNOWN_CAPACITY = 1_000
+"""Writer schemas kept per process and registry, least recently used dropped first (and fetched
+again when met again). confluent-kafka's client keeps its own copy of each schema it fetched."""
+UNKNOWN_CAPACITY = 10_000
+"""Ids remembered unknown (or failing) per process and registry, least recently used dropped first."""
+UNKNOWN_ANSWERS_BURST = 20
+UNKNOWN_ANSWERS_PER_S = 1.0
+"""A process asks the registry about ids it has never met as long as the registry has not
+answered "unknown" more than 20 times in a burst, refilled at one a second: garbage framed by
+chance (a payload that starts with byte 0 and four random bytes) then costs about one request a
+second, however many records hold it, while a topic of many writer schemas is never held back
+by them (an answer that knows the id spends nothing). An id not asked is unknown for now, and
+asked at a later record once the registry has not answered "unknown" for a while."""
+
+
 class Registry:
     """One client and its schemas, per process and :class:`RegistrySettings` (see
-    :func:`registry`). Thread-safe: the driver's fetcher thread and its planning thread share it."""
+    :func:`registry`). Thread-safe: the driver's fetcher thread and its planning thread share it.
 
-    def __init__(self, settings: RegistrySettings) -> None:
-        from confluent_kafka.schema_registry import SchemaRegistryClient  # the registry extra
+    ``client``: one answering as confluent-kafka's ``SchemaRegistryClient`` does (the tests'
+    double, kafkasync_dev/testing/registry_double.py); by default the real one for ``settings``.
+    ``clock``: seconds, monotonic (the tests move it)."""
 
+    def __init__(self, settings: RegistrySettings, client: Optional[Any] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        try:
-            self._client = SchemaRegistryClient(settings.client_conf())
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"Options 'schema.registry.*': {settings.scrub(str(err))}") from None
-        self._schemas: dict[tuple[int, Optional[str]], Any] = {}
-        self._unknown: set[tuple[int, Optional[str]]] = set()
+        if client is None:
+            from confluent_kafka.schema_registry import SchemaRegistryClient  # the registry extra
+
+            try:
+                client = SchemaRegistryClient(settings.client_conf())
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"Options 'schema.registry.*': {settings.scrub(str(err))}") from None
+        self._client = client
+        self._clock = clock
+        self._schemas: _Lru[tuple[int, Optional[str]], Any] = _Lru(KNOWN_CAPACITY)
+        self._failing: _Lru[tuple[int, Optional[str]], tuple[float, Exception]] = _Lru(UNKNOWN_CAPACITY)
+        """Ids answered unknown, and writer schemas whose references do not resolve: when, and
+        what to raise until :data:`UNKNOWN_RETRY_S` has passed."""
+        self._unknown_answers = _Budget(UNKNOWN_ANSWERS_BURST, UNKNOWN_ANSWERS_PER_S, clock)
         self._referenced: dict[tuple[str, int], Any] = {}
         """Referenced subject versions (``Schema``), fetched once: several writer ids share them."""
+        self._reader_subjects: set[str] = set()
+        self._warned: _Lru[int, bool] = _Lru(UNKNOWN_CAPACITY)
         self._lock = threading.Lock()
 
     def schema(self, schema_id: int, fmt: Optional[str] = None) -> Any:
         """The writer schema with this id (``confluent_kafka.schema_registry.Schema``), fetched
         once, an Avro schema with references made standalone (see the module); :class:`UnknownSchema`
-        if the registry has none; :class:`KafkaSyncFormatError` if it cannot be asked (after the
-        client's retries) or a reference cannot be resolved."""
+        if the registry has none (asked again after :data:`UNKNOWN_RETRY_S`); :class:`KafkaSyncFormatError`
+        if it cannot be asked (after the client's retries) or a reference cannot be resolved."""
         key = (schema_id, fmt)
         found = self._schemas.get(key)
         if found is not None:
             return found
-        if key in self._unknown:
-            raise UnknownSchema(f"the registry at {self.settings.display_url} has no schema id {schema_id}")
         with self._lock:
-            if key not in self._schemas:
-                try:
-                    fetched = self._client.get_schema(schema_id, fmt=fmt)
-                except Exception as err:  # noqa: BLE001 - sorted into unknown id / unreachable below
-                    if getattr(err, "http_status_code", None) == 404:
-                        self._unknown.add(key)
-                        raise UnknownSchema(
-                            f"the registry at {self.settings.display_url} has no schema id {schema_id}"
-                        ) from None
+            found = self._schemas.get(key)
+            if found is not None:
+                return found
+            failing = self._failing.get(key)
+            if failing is not None and self._clock() - failing[0] < UNKNOWN_RETRY_S:
+                # A new exception each time: one raised again and again grows its traceback.
+                raise type(failing[1])(*failing[1].args) from None
+            if failing is None and not self._unknown_answers.available():
+                raise UnknownSchema(
+                    f"schema id {schema_id} was not asked of the registry at {self.settings.display_url}: it "
+                    f"answered 'unknown' to {UNKNOWN_ANSWERS_BURST} new ids just before (payloads that start "
+                    "with byte 0 but are not framed?); it is asked at a later record")
+            try:
+                fetched = self._client.get_schema(schema_id, fmt=fmt)
+            except Exception as err:  # noqa: BLE001 - sorted into unknown id / unreachable below
+                if getattr(err, "http_status_code", None) != 404:
                     raise KafkaSyncFormatError(
                         f"kafkasync: cannot fetch schema id {schema_id} from the registry at "
                         f"{self.settings.display_url}: {self._why(err)}"
                     ) from None
-                self._schemas[key] = self._standalone(fetched, schema_id)
-            return self._schemas[key]
+                self._unknown_answers.spend()
+                unknown = UnknownSchema(f"the registry at {self.settings.display_url} has no schema id {schema_id}")
+                self._failing.put(key, (self._clock(), unknown))
+                raise unknown from None
+            try:
+                standalone = self._standalone(fetched, schema_id)
+            except KafkaSyncFormatError as failed:
+                self._failing.put(key, (self._clock(), failed))
+                raise
+            self._failing.pop(key)
+            self._schemas.put(key, standalone)
+            self._warn_if_foreign(schema_id)
+            return standalone
+
+    def holds(self, schema_id: int) -> Optional[bool]:
+        """Whether the registry has the id now (asked, never from this process's cache: a schema
+        fetched before may have been deleted since); None if it cannot be asked."""
+        try:
+            self._client.get_schema(schema_id)
+        except Exception as err:  # noqa: BLE001 - sorted below
+            return False if getattr(err, "http_status_code", None) == 404 else None
+        return True
+
+    def reading(self, subject: str) -> None:
+        """Records are read as a version of ``subject`` in this process: a writer id met later
+        that is no version of it (nor of another subject read) is warned about once."""
+        self._reader_subjects.add(subject)
+
+    def _warn_if_foreign(self, schema_id: int) -> None:
+        """Warn once if ``schema_id`` (just fetched) is no version of a subject read here
+        (``GET /schemas/ids/{id}/versions``): a payload that starts with byte 0 is taken for
+        Confluent's framing, so Avro written without it (or bytes of another topic) would be
+        decoded with whatever schema its second to fifth bytes name."""
+        readers = set(self._reader_subjects)
+        if not readers or self._warned.get(schema_id):
+            return
+        self._warned.put(schema_id, True)
+        try:
+            versions = self._client.get_schema_versions(schema_id)
+        except Exception as err:  # noqa: BLE001 - a registry without the endpoint: nothing to tell
+            logger.debug("kafkasync: cannot ask which subjects hold schema id %d: %s", schema_id, self._why(err))
+            return
+        held = sorted(f"{v.subject!r} version {v.version}" for v in versions)
+        if any(v.subject in readers for v in versions):
+            return
+        logger.warning(
+            "kafkasync: schema id %d (%s) is no version of the subject records are read as (%s); records "
+            "framed with it are read with that schema. If the topic holds payloads without Confluent's "
+            "framing, one that starts with byte 0 is read with whatever schema its next 4 bytes name "
+            "(docs/formats.md, 'Schemas by id').", schema_id,
+            "registered as " + ", ".join(held) if held else "under no subject now",
+            ", ".join(repr(s) for s in sorted(readers)))
 
     def _standalone(self, schema: Any, schema_id: int) -> Any:
         """``schema`` itself, or for an Avro schema with references the same schema with the
@@ -197,11 +304,15 @@ class Registry:
                 name, namespace = definition["name"], definition.get("namespace")
                 named.setdefault(f"{namespace}.{name}" if namespace and "." not in name else name, definition)
 
-    def latest(self, subject: str, fmt: Optional[str] = None) -> Optional[Any]:
-        """The subject's latest version (``RegisteredSchema``), None if it has none; raises
-        ValueError naming the URL (never the credentials) if the registry cannot be asked."""
+    def version(self, subject: str, version: Union[int, Literal["latest"]] = "latest") -> Optional[Any]:
+        """A version of the subject (``RegisteredSchema``: ``schema_id``, ``version``, ``subject``),
+        ``latest`` by default; None if the registry has no such subject or version (404, error
+        codes 40401 / 40402); raises ValueError naming the URL (never the credentials) if the
+        registry cannot be asked. Always asked: confluent-kafka's ``get_latest_version`` would
+        answer a process's first answer for good (its cache of latest versions has no expiry
+        unless ``cache.latest.ttl.sec`` is set), and a query pins its reader when it starts."""
         try:
-            return self._client.get_latest_version(subject, fmt=fmt)
+            return self._client.get_version(subject, version)
         except Exception as err:  # noqa: BLE001 - sorted below
             if getattr(err, "http_status_code", None) == 404:
                 return None
@@ -247,7 +358,70 @@ class _References:
         return copy.deepcopy(found)  # fastavro's parse edits what it is given
 
 
-@lru_cache(maxsize=16)
+class _Lru(Generic[K, V]):
+    """A dictionary of at most ``capacity`` entries that drops the least recently used first.
+    Callers hold :class:`Registry`'s lock to change it; a read without it sees a whole entry or none."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> Optional[V]:
+        found = self._entries.get(key)
+        if found is not None:
+            try:
+                self._entries.move_to_end(key)
+            except KeyError:  # dropped by another thread meanwhile
+                pass
+        return found
+
+    def put(self, key: K, value: V) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._entries.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class _Budget:
+    """A token bucket: ``burst`` tokens, refilled at ``per_s`` a second up to ``burst``."""
+
+    def __init__(self, burst: int, per_s: float, clock: Callable[[], float]) -> None:
+        self._burst = burst
+        self._per_s = per_s
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def available(self) -> bool:
+        now = self._clock()
+        self._tokens = min(float(self._burst), self._tokens + (now - self._at) * self._per_s)
+        self._at = now
+        return self._tokens >= 1
+
+    def spend(self) -> None:
+        self._tokens = max(0.0, self._tokens - 1)
+
+
+_REGISTRIES: OrderedDict[RegistrySettings, Registry] = OrderedDict()
+_REGISTRIES_LOCK = threading.Lock()
+_PROCESS_REGISTRIES = 16
+"""Registries (settings) a process keeps a client for; the least recently used is dropped first."""
+
+
 def registry(settings: RegistrySettings) -> Registry:
     """The process's :class:`Registry` for these settings (driver and executors alike)."""
-    return Registry(settings)
+    found = _REGISTRIES.get(settings)
+    if found is not None:
+        return found
+    with _REGISTRIES_LOCK:
+        if settings not in _REGISTRIES:
+            _REGISTRIES[settings] = Registry(settings)
+            while len(_REGISTRIES) > _PROCESS_REGISTRIES:
+                _REGISTRIES.popitem(last=False)
+        return _REGISTRIES[settings]

@@ -31,12 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+from kafkasync_source.metrics.decode_errors import DECODE_ERRORS
 from kafkasync_source.planning.planner import NO_TIMESTAMP, Cut, PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -202,6 +203,16 @@ class SyncMetrics:
     """Flink's ``currentEmitEventTimeLag``: see :func:`emit_event_time_lag_ms`."""
     watermark_lag_ms: Optional[int] = None
     """Flink's ``watermarkLag``: see :func:`watermark_lag_ms`."""
+    reader_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """By part (``value``, ``key``), the reader schema the batch was decoded with (``subject``,
+    ``version``, ``id``), as its offsets record it; empty for a query that decodes none."""
+    decode_errors: Mapping[str, int] = field(default_factory=dict)
+    """This batch's records that could not be decoded, by :func:`~kafkasync_source.metrics.
+    decode_errors.metric_name` (``valueNotFramed``, ``valueUndecodable``...), as the query's
+    ``observe_decode_errors`` counted them; empty without it."""
+    decode_errors_total: Mapping[str, int] = field(default_factory=dict)
+    """The same, added up over the batches this listener saw of the query (observed metrics are
+    per batch and not checkpointed: a restarted query counts from 0, with a new listener)."""
 
 
 def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -219,10 +230,17 @@ def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]
 
 
 def metrics_from_progress(
-    progress: Mapping[str, Any], previous: Optional[SyncMetrics], interval_s: float
+    progress: Mapping[str, Any], previous: Optional[SyncMetrics], interval_s: float,
+    decode_errors_name: str = DECODE_ERRORS,
 ) -> list[SyncMetrics]:
-    """One :class:`SyncMetrics` per kafkasync source in a progress JSON dict."""
+    """One :class:`SyncMetrics` per kafkasync source in a progress JSON dict.
+    ``decode_errors_name``: the observed metrics of ``observe_decode_errors``."""
     found = []
+    decode_errors = _decode_errors(progress, decode_errors_name)
+    totals = dict(previous.decode_errors_total) if previous is not None else {}
+    if decode_errors and (previous is None or previous.batch_id != progress.get("batchId")):
+        for name, count in decode_errors.items():
+            totals[name] = totals.get(name, 0) + count
     for source in progress.get("sources", []):
         parsed = parse_source_progress(source)
         if parsed is None:
@@ -259,6 +277,9 @@ def metrics_from_progress(
                 pending_records=_optional(pending_records([p.lag for p in partitions.values()])),
                 emit_event_time_lag_ms=_optional(latest.get("emitEventTimeLagMs", _UNKNOWN)),
                 watermark_lag_ms=watermark_lag_ms(progress),
+                reader_schemas=end.get("readerSchemas", {}),
+                decode_errors=decode_errors,
+                decode_errors_total=totals,
             )
         )
     return found
@@ -277,15 +298,23 @@ class KafkaSyncListener(StreamingQueryListener):
     partitions hold the batch back and why (``SyncMetrics.waiting_on``). That needs the
     session (``spark``, default: the active one); Spark emits these no-data progress
     updates every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s by default).
+
+    Records a query could not decode (``value.decode.mode=PERMISSIVE``) are counted where the
+    query observes them with ``observe_decode_errors`` (observed metrics named
+    ``decode_errors_name``): ``SyncMetrics.decode_errors`` for the batch, ``decode_errors_total``
+    over the batches seen, and one warning per query the first time a batch holds some.
     """
 
     def __init__(
         self,
         on_update: Optional[Callable[[SyncMetrics], None]] = None,
         spark: Optional[SparkSession] = None,
+        decode_errors_name: str = DECODE_ERRORS,
     ) -> None:
         self._on_update = on_update
         self._spark = spark
+        self._decode_errors_name = decode_errors_name
+        self._undecodable_warned: set[str] = set()
         self._lock = threading.Lock()
         self._latest: dict[str, SyncMetrics] = {}
         self._last_seen_ms: dict[str, float] = {}
@@ -320,7 +349,7 @@ class KafkaSyncListener(StreamingQueryListener):
                 (now_ms - last_ms) / 1000 if last_ms is not None and now_ms > last_ms
                 else progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
             )
-            updates = metrics_from_progress(progress, previous, interval_s)
+            updates = metrics_from_progress(progress, previous, interval_s, self._decode_errors_name)
             if updates:
                 self._latest[query_id] = updates[-1]
                 self._last_seen_ms[query_id] = now_ms
@@ -333,8 +362,28 @@ class KafkaSyncListener(StreamingQueryListener):
                     metrics.query_id, metrics.batch_id,
                     ", ".join(_name(tp) for tp in metrics.given_up) or "(not reported)",
                 )
+            self._warn_once_of_undecodable(metrics)
             if self._on_update is not None:
                 self._on_update(metrics)
+
+    def _warn_once_of_undecodable(self, metrics: SyncMetrics) -> None:
+        found = {name: count for name, count in metrics.decode_errors.items() if count and name.endswith("Undecodable")}
+        if not found or metrics.query_id in self._undecodable_warned:
+            return
+        self._undecodable_warned.add(metrics.query_id)
+        logger.warning(
+            "kafkasync query %s batch %d: %s record(s) could not be decoded and are null in their decoded column "
+            "(decode.mode=PERMISSIVE; the reason in <part>DecodeError): %s. Counted per batch in SyncMetrics."
+            "decode_errors; this listener warns once per query.", metrics.query_id, metrics.batch_id,
+            sum(found.values()), ", ".join(f"{name}={count}" for name, count in sorted(metrics.decode_errors.items())))
+
+
+def _decode_errors(progress: Mapping[str, Any], name: str) -> dict[str, int]:
+    """The batch's counts of ``observe_decode_errors`` (``progress.observedMetrics[name]``)."""
+    observed = (progress.get("observedMetrics") or {}).get(name) or {}
+    if hasattr(observed, "asDict"):  # a Row, where the progress is a query's lastProgress
+        observed = observed.asDict()
+    return {key: int(value) for key, value in observed.items() if isinstance(value, (int, float))}
 
 
 def _partitions(latest: Mapping[str, Any]) -> dict[TopicPartition, PartitionMetrics]:

@@ -13,6 +13,12 @@ only time there was before ``eventTime.*``, and the default since). When a resta
 name another time source, :meth:`SyncOffset.on_time_source` re-bases the offset: stream time
 and partition times start afresh on the new time from the first batch (docs/event-time.md).
 
+What a checkpoint's records were decoded with is part of it too: a query that decodes a Schema
+Registry format records each part's reader schema (``readerSchemas``: subject, version and id,
+as formats/options.py's ``ReaderPin`` writes them), which Spark fixed at ``load()``. A restart
+pinned to another one notices it at its first trigger (spark/stream_reader.py) instead of
+silently changing the decoded column's type. Written only where a part has a reader schema.
+
 The JSON is written with sorted topics and numerically sorted partitions, so two equal
 offsets always serialise identically (Spark compares offsets by their JSON).
 
@@ -23,12 +29,13 @@ Example::
      "streamTime": 1700000000000,
      "enforcedProcessingTotal": 3,
      "lateRecordsTotal": 0,
-     "timeSource": "kafkaTimestamp"}
+     "timeSource": "kafkaTimestamp",
+     "readerSchemas": {"value": {"subject": "orders-value", "version": 2, "id": 7}}}
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from kafkasync_source.event_time import KAFKA_TIMESTAMP_SOURCE, canonical_time_source
@@ -59,12 +66,19 @@ class SyncOffset:
     late_records_total: int = 0
     time_source: str = KAFKA_TIMESTAMP_SOURCE
     """What ``stream_time`` and the partition times were measured on (see the module doc)."""
+    reader_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """By part (``value``, ``key``), the reader schema its records were decoded with:
+    ``{"subject", "version", "id"}``; empty for a query that decodes none (see the module doc)."""
 
     def next_offsets(self) -> dict[TopicPartition, int]:
         return {tp: p.next_offset for tp, p in self.partitions.items()}
 
     def with_partitions(self, partitions: Mapping[TopicPartition, PartitionOffset]) -> "SyncOffset":
         return replace(self, partitions=dict(partitions))
+
+    def read_as(self, reader_schemas: Mapping[str, Mapping[str, Any]]) -> "SyncOffset":
+        """This offset recording ``reader_schemas`` as what its records were decoded with."""
+        return self if reader_schemas == self.reader_schemas else replace(self, reader_schemas=dict(reader_schemas))
 
     def on_time_source(self, time_source: str) -> "SyncOffset":
         """This offset as a query synchronizing on ``time_source`` continues from it: itself
@@ -88,7 +102,7 @@ class SyncOffset:
                 "offset": position.next_offset,
                 "partitionTime": position.partition_time,
             }
-        return {
+        written: dict[str, Any] = {
             "version": OFFSET_FORMAT_VERSION,
             "topics": topics,
             "streamTime": self.stream_time,
@@ -96,6 +110,9 @@ class SyncOffset:
             "lateRecordsTotal": self.late_records_total,
             "timeSource": self.time_source,
         }
+        if self.reader_schemas:
+            written["readerSchemas"] = {part: dict(self.reader_schemas[part]) for part in sorted(self.reader_schemas)}
+        return written
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SyncOffset":
@@ -126,8 +143,22 @@ class SyncOffset:
                 # A JSONPath recorded before time sources were canonical reads as today's
                 # spelling: the same path continues without re-basing (event_time/seam.py).
                 time_source=canonical_time_source(str(data.get("timeSource", KAFKA_TIMESTAMP_SOURCE))),
+                reader_schemas=_reader_schemas(data.get("readerSchemas", {})),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise KafkaSyncOffsetError(
                 f"Malformed kafkasync offset ({err!r}): {str(data)[:200]!r}"
             ) from None
+
+
+def _reader_schemas(data: Any) -> dict[str, dict[str, Any]]:
+    """``readerSchemas`` as written: by part, a subject (text), a version and an id (integers)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"readerSchemas is not an object: {data!r}")
+    found = {}
+    for part, pin in data.items():
+        if not isinstance(pin, Mapping) or not isinstance(pin.get("subject"), str) or not all(
+                type(pin.get(key)) is int for key in ("version", "id")):
+            raise ValueError(f"readerSchemas[{part!r}] is not a subject, version and id: {pin!r}")
+        found[str(part)] = {"subject": pin["subject"], "version": pin["version"], "id": pin["id"]}
+    return found

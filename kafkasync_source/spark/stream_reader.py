@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
@@ -22,6 +22,8 @@ from kafkasync_source.config.options import KafkaSyncOptionError, SourceOptions
 from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.driver.sync_driver import SyncDriver
 from kafkasync_source.event_time import time_source
+from kafkasync_source.formats.options import FormatOptions, ReaderPin
+from kafkasync_source.formats.registry import registry
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
@@ -51,6 +53,9 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         self._unconfirmed_plan: Optional[tuple[dict, dict]] = None  # (start planned from, end)
         self._consumer_scope: Optional[str] = None
         self._rebase_logged = False
+        self._moves_logged: set[tuple[str, int]] = set()
+        self._read_as = {part: pin.to_json() for part, pin in options.reader_pins.items()}
+        """What the offsets handed to Spark record as this query's reader schemas (offsets.py)."""
 
     def __getstate__(self) -> dict:
         # The reader is pickled to executors for read(): never ship the driver's consumer.
@@ -73,7 +78,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         # Resolved once: PySpark 4.0/4.1 ask for it after the first latestOffset(), and
         # "latest" must mean the same both times.
         if self._initial is None:
-            self._initial = self._sync_driver().initial_offset().to_json()
+            self._initial = self._sync_driver().initial_offset().read_as(self._read_as).to_json()
         return self._initial
 
     def getDefaultReadLimit(self) -> Any:
@@ -115,7 +120,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
             driver.next_offset(start_offset, read_all=read_all) if driver.available_now is None
             else driver.available_now.next_offset(driver, start_offset, read_all=read_all)
         )
-        self._last_end = start if end_offset is start_offset else end_offset.to_json()
+        self._last_end = start if end_offset is start_offset else end_offset.read_as(self._read_as).to_json()
         self._unconfirmed_plan = (start, self._last_end) if legacy else None
         return self._last_end
 
@@ -149,6 +154,7 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         source when the checkpoint was planned on another (offsets.py), for planning and for
         the executors' partition times alike."""
         parsed = SyncOffset.from_json(offset)
+        self._check_reader_schemas(parsed.reader_schemas)
         current = time_source(self._options.event_time)
         if parsed.time_source == current:
             return parsed
@@ -161,6 +167,35 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
                 "and state stay Spark's: if the watermark's column changed too, use a new "
                 "checkpointLocation (docs/event-time.md).", parsed.time_source, current)
         return parsed.on_time_source(current)
+
+    def _check_reader_schemas(self, recorded: Mapping[str, Mapping[str, Any]]) -> None:
+        """A checkpoint's records were decoded with the reader schemas its offsets record; this
+        query was loaded with its own (Spark fixed the columns' types then, before the source could
+        see the checkpoint). Where they differ, a restart must not silently change the decoded
+        column: it fails naming both, unless ``<part>.subject.version`` names this query's version
+        (the user moves the query to it; the offsets record it from the next batch)."""
+        for part, pin in self._options.reader_pins.items():
+            was = recorded.get(part)
+            if was is None or was["id"] == pin.schema_id:
+                continue
+            before = ReaderPin.from_json(dict(was))
+            format_options = self._options.value_format if part == "value" else self._options.key_format
+            assert format_options is not None
+            if format_options.subject_version is not None:
+                if (part, pin.schema_id) not in self._moves_logged:
+                    self._moves_logged.add((part, pin.schema_id))
+                    logger.warning(
+                        "kafkasync: %s=%d moves this query's %s from the reader schema its checkpoint recorded, %s, "
+                        "to %s; the checkpoint records it from the next batch.", format_options.version_option,
+                        pin.version, part, before.describe(), pin.describe())
+                continue
+            raise KafkaSyncOptionError(
+                f"kafkasync: this checkpoint's {part}s were decoded with the reader schema {before.describe()}"
+                f"{_gone(format_options, before)}, and this query was loaded with {pin.describe()}, the subject's "
+                f"latest (its columns have that version's types). Set '{format_options.version_option}' to "
+                f"{before.version} to read as the checkpoint did, or to {pin.version} to move the query to the "
+                "new version (docs/formats.md, 'Moving a running query to a new reader schema')."
+            )
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:
         """PySpark 4.0/4.1: a restart from a checkpoint looks like a fresh query to the
@@ -184,8 +219,14 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         return RangeReader.from_options(self._options, self._schema).read(partition)
 
     def reportLatestOffset(self) -> Optional[dict]:
-        """Live per-partition state (PySpark >= 4.2 shows it as the progress' latestOffset)."""
-        return None if self._driver is None else self._driver.report()
+        """Live per-partition state (PySpark >= 4.2 shows it as the progress' latestOffset), and
+        the reader schemas the query decodes with."""
+        if self._driver is None:
+            return None
+        report = self._driver.report()
+        if self._read_as:
+            report["readerSchemas"] = self._read_as
+        return report
 
     def commit(self, end: dict) -> None:
         """Spark finished the batch ending at ``end``; with ``kafka.group.id`` set, tell the
@@ -197,3 +238,10 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def _gone(format_options: FormatOptions, recorded: ReaderPin) -> str:
+    """`` (... no longer in the registry at URL)`` where the registry answers it has no such id."""
+    if registry(format_options.registry).holds(recorded.schema_id) is not False:
+        return ""
+    return f" (schema id {recorded.schema_id} is no longer in the registry at {format_options.registry.display_url})"

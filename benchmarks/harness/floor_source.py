@@ -10,7 +10,7 @@ batch shape on this machine: Spark's per-batch and per-task costs, Arrow transfe
 With ``batches=0`` it is a live stream instead: every trigger finds a new batch, as a Kafka
 topic written faster than batches run does, so its trigger durations are Spark's floor per batch
 for a Python source with that many tasks (``benchmarks.side_by_side``'s latency comparison).
-Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.runner_trace`);
+Its runner calls and tasks are traced like kafkasync's (:mod:`benchmarks.harness.runner_trace`);
 ``workerFixes=true`` applies kafkasync's fixes for Spark's Python workers
 (:mod:`kafkasync_source.spark.python_worker`).
 """
@@ -21,10 +21,19 @@ from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from benchmarks.runner_trace import timed_method, traced_read
+from benchmarks.harness.runner_trace import timed_method, traced_read
 from kafkasync_source.driver.bounded_run import SupportsTriggerAvailableNow
 from kafkasync_source.spark.python_worker import landed_in_worker
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
+
+FLOOR = "kafkasync-ceiling"
+"""The floor source's name: read beside the Kafka sources, what a Python source costs in Spark."""
+TUNED_FLOOR = "kafkasync-ceiling-tuned"
+"""The floor source with kafkasync's fixes for Spark's Python workers (``python_worker.py``):
+what a Python source that applies them costs, so that kafkasync's own cost per batch shows."""
+FLOOR_LABEL = "Python source floor, worker fixes"
+""":data:`TUNED_FLOOR` in the results: the least a Python source that yields the same rows costs
+in Spark (without the fixes each task's worker spends about 50 ms collecting garbage)."""
 
 _CACHE: dict = {}
 
@@ -109,7 +118,7 @@ class _CeilingStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class CeilingDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
-        return "kafkasync-ceiling"
+        return FLOOR
 
     def schema(self):
         return kafka_schema(False)
@@ -122,3 +131,12 @@ class CeilingDataSource(DataSource):
             int(self.options.get("valueBytes", "100")),
             self.options.get("workerFixes", "false").lower() == "true",
         )
+
+
+def floor_reader(spark: Any, *, batches: int, partitions: int, rows: int, value_bytes: int,
+                 worker_fixes: bool) -> Any:
+    """``spark.readStream`` of the floor source (registered here): ``batches`` of ``partitions``
+    tasks of ``rows`` rows each (0 batches: a live stream, a new batch every trigger)."""
+    spark.dataSource.register(CeilingDataSource)
+    return (spark.readStream.format(FLOOR).option("batches", batches).option("partitions", partitions)
+            .option("rows", rows).option("valueBytes", value_bytes).option("workerFixes", worker_fixes))

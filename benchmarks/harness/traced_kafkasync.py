@@ -1,11 +1,11 @@
 """``format("kafkasync-traced")``: kafkasync itself, its runner calls and tasks traced
-(:mod:`benchmarks.runner_trace`; unpickling the source in the runner imports that module)."""
+(:mod:`benchmarks.harness.runner_trace`; unpickling the source in the runner imports that module)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from benchmarks.runner_trace import timed_method, traced_read
+from benchmarks.harness.runner_trace import timed_method, traced_read
 from kafkasync_source.spark.source import KafkaSyncDataSource
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 

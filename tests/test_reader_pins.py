@@ -1,0 +1,137 @@
+"""One reader schema per query (issue 61, item 1 and deliverable 5), without Spark: the data
+source's own methods called as Spark's Python workers call them, the schema passed between them
+as JSON as the JVM passes it (``StructType.json()`` out of ``schema()``, ``_parse_datatype_json_string``
+into ``streamReader(schema)``; pyspark/sql/worker/create_data_source.py,
+pyspark/sql/streaming/python_streaming_source_runner.py), the registry the client double.
+tests/test_formats_registry.py runs the same through Spark and a real registry.
+
+* The reader pinned at ``load()`` is the one ``streamReader()`` / ``reader()`` read with, though a
+  newer version was registered in between; the registry is not asked again.
+* A schema the user gives carries no pin: the reader is pinned then, and a decoded column of
+  another type is refused naming it.
+* A restart noticing that its checkpoint recorded another reader fails naming both and the
+  option, keeps the old reader with ``value.subject.version`` set to it, and moves to the new
+  one with the new version named; a recorded id gone from the registry is named.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
+
+from kafkasync_dev.testing.registry_double import RegistryDouble, avro_schema, serving
+from kafkasync_source.config.errors import KafkaSyncOptionError
+from kafkasync_source.formats.options import ReaderPin
+from kafkasync_source.formats.registry import RegistrySettings
+from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
+from kafkasync_source.planning.planner import TopicPartition
+from kafkasync_source.spark.schema import READER_SCHEMA_KEY
+from kafkasync_source.spark.source import KafkaSyncDataSource
+
+V1 = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
+                                                              {"name": "amount", "type": "double"}]})
+V2 = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
+                                                              {"name": "price", "type": "double", "default": 0.0}]})
+
+
+@pytest.fixture
+def scene():
+    url = f"http://127.0.0.1:1/{uuid.uuid4().hex}"
+    double = RegistryDouble()
+    with serving(double, RegistrySettings(url)):
+        options = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "orders", "value.format": "avro-confluent",
+                   "schema.registry.url": url, "value.decode": "true", "eventTime.field": "id",
+                   "eventTime.onInvalid": "skip", "startingOffsets": "earliest"}
+        yield double, options
+
+
+def through_the_jvm(schema: StructType) -> StructType:
+    """The schema as the JVM hands it to the next Python worker: its JSON, parsed."""
+    return _parse_datatype_json_string(schema.json())
+
+
+def test_the_reader_pinned_at_load_is_the_one_every_later_reader_reads_with(scene):
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    schema = through_the_jvm(KafkaSyncDataSource(options).schema())
+    assert schema["valueDecoded"].dataType.simpleString() == "struct<id:bigint,amount:double>"
+    assert schema["valueDecoded"].metadata == schema["eventTime"].metadata == {
+        READER_SCHEMA_KEY: {"part": "value", "subject": "orders-value", "version": 1, "id": v1}}
+    double.register_schema("orders-value", avro_schema(V2))  # between load() and start()
+    asked = sum(double.calls.values())
+    stream = KafkaSyncDataSource(options).streamReader(schema)
+    batch = KafkaSyncDataSource(options).reader(schema)
+    for reader in (stream, batch):
+        assert reader._options.value_format.pin == ReaderPin("orders-value", 1, v1)
+        assert reader._options.event_time.value_format.pin == ReaderPin("orders-value", 1, v1)
+    assert sum(double.calls.values()) == asked, "the registry is not asked for the latest again"
+
+
+def test_a_schema_the_user_gives_is_pinned_at_start_and_its_decoded_column_checked(scene):
+    double, options = scene
+    double.register_schema("orders-value", avro_schema(V1))
+    loaded = KafkaSyncDataSource(options).schema()
+    given = StructType([StructField(f.name, f.dataType, f.nullable) for f in loaded.fields])  # no metadata
+    double.register_schema("orders-value", avro_schema(V2))
+    with pytest.raises(KafkaSyncOptionError, match=(
+            r"the schema given has valueDecoded struct<id:bigint,amount:double>, and value.format=avro-confluent "
+            r"read as subject 'orders-value' version 2 \(schema id 2\) decodes into struct<id:bigint,price:double>")):
+        KafkaSyncDataSource(options).streamReader(given)
+    reader = KafkaSyncDataSource({**options, "value.subject.version": "1"}).streamReader(given)
+    assert reader._options.value_format.pin == ReaderPin("orders-value", 1, 1)
+
+
+def recorded(pin: dict) -> dict:
+    """An offset from a checkpoint whose values were decoded with ``pin``."""
+    return SyncOffset({TopicPartition("orders", 0): PartitionOffset(5)}).read_as({"value": pin}).to_json()
+
+
+def test_a_restart_on_a_newer_reader_fails_naming_both_and_the_option_that_chooses(scene):
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
+    v2 = double.register_schema("orders-value", avro_schema(V2))
+    reader = KafkaSyncDataSource(options).streamReader(through_the_jvm(KafkaSyncDataSource(options).schema()))
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        reader._offset(checkpoint)
+    assert str(failure.value) == (
+        f"kafkasync: this checkpoint's values were decoded with the reader schema subject 'orders-value' version 1 "
+        f"(schema id {v1}), and this query was loaded with subject 'orders-value' version 2 (schema id {v2}), the "
+        "subject's latest (its columns have that version's types). Set 'value.subject.version' to 1 to read as the "
+        "checkpoint did, or to 2 to move the query to the new version (docs/formats.md, 'Moving a running query to "
+        "a new reader schema').")
+
+
+def test_naming_the_recorded_version_keeps_the_old_reader_and_naming_the_new_one_moves_the_query(scene, caplog):
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
+    v2 = double.register_schema("orders-value", avro_schema(V2))
+    for version, pinned in (("1", v1), ("2", v2)):
+        chosen = {**options, "value.subject.version": version}
+        reader = KafkaSyncDataSource(chosen).streamReader(through_the_jvm(KafkaSyncDataSource(chosen).schema()))
+        with caplog.at_level(logging.WARNING, logger="kafkasync_source.spark.stream_reader"):
+            assert reader._offset(checkpoint).reader_schemas["value"]["id"] == v1  # as recorded, until the next batch
+            reader._offset(checkpoint)
+        assert reader._read_as == {"value": {"subject": "orders-value", "version": int(version), "id": pinned}}
+    assert [record.getMessage() for record in caplog.records if "moves this query" in record.getMessage()] == [
+        f"kafkasync: value.subject.version=2 moves this query's value from the reader schema its checkpoint "
+        f"recorded, subject 'orders-value' version 1 (schema id {v1}), to subject 'orders-value' version 2 (schema "
+        f"id {v2}); the checkpoint records it from the next batch."]
+
+
+def test_a_restart_whose_recorded_reader_is_gone_from_the_registry_names_it(scene):
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
+    double.register_schema("orders-value", avro_schema(V2))
+    double.delete_version("orders-value", 1)
+    double.delete_version("orders-value", 1, permanent=True)
+    reader = KafkaSyncDataSource(options).streamReader(through_the_jvm(KafkaSyncDataSource(options).schema()))
+    with pytest.raises(KafkaSyncOptionError, match=rf"version 1 \(schema id {v1}\) \(schema id {v1} is no longer in "
+                                                   rf"the registry at {options['schema.registry.url']}\), and this"):
+        reader._offset(checkpoint)
