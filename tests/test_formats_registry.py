@@ -628,3 +628,58 @@ def test_protobuf_from_the_real_registry_is_read_with_the_named_reader_message_b
     assert read(records[0]) == T
     with pytest.raises(InvalidTime, match="ts_ms is not set"):
         read(records[1])
+
+
+def test_protobuf_that_imports_another_subjects_file_is_read_from_the_real_registry(schema_registry_url, unique_topic):
+    """confluent-kafka's ``ProtobufSerializer`` registers an imported file under a subject named
+    after it and the importing file with a reference to it. Its resolver then asks each version
+    as ``format=serialized``, which Apicurio 3.3.3 answers with HTTP 500 for the descriptor the
+    serializer registered: kafkasync, which used it, could read no such file. Now the value
+    decodes and the time reads through the imported message."""
+    import pyarrow as pa
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+    from pyspark.sql import types as PT
+
+    from kafkasync_dev.testing.debezium import SERIALIZER_CONF
+    from kafkasync_source.formats.options import PROTOBUF, FormatOptions
+    from kafkasync_source.spark.schema import arrow_schema
+
+    topic = unique_topic()
+    package = f"kafkasync.{avro_name(topic)}"
+    field = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(name=f"{package.replace('.', '/')}/money.proto", package=package,
+                                               syntax="proto3", dependency=["google/protobuf/timestamp.proto"])
+    price = money.message_type.add(name="Money")
+    price.field.add(name="cents", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    price.field.add(name="at", number=2, type=field.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp",
+                    label=field.LABEL_OPTIONAL)
+    order = descriptor_pb2.FileDescriptorProto(name=f"{package.replace('.', '/')}/order.proto", package=package,
+                                               syntax="proto3", dependency=[money.name])
+    message = order.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    message.field.add(name="price", number=2, type=field.TYPE_MESSAGE, type_name=f".{package}.Money",
+                      label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    for proto in (descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb), money, order):
+        pool.Add(proto)
+    order_class = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Order"))
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    value = order_class(id="o1")
+    value.price.cents = 995
+    value.price.at.FromMilliseconds(T)
+    written = ProtobufSerializer(order_class, client, {"use.deprecated.format": False, **SERIALIZER_CONF})(
+        value, SerializationContext(topic, MessageField.VALUE))
+    latest = client.get_latest_version(f"{topic}-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [(money.name, money.name)]
+    options = FormatOptions(PROTOBUF, RegistrySettings(schema_registry_url), "value", f"{topic}-value",
+                            latest.schema_id, True, None)
+    arrow_type = arrow_schema(PT.StructType([PT.StructField("v", options.spark_type())])).field("v").type
+    record = Message(topic=topic, partition=0, offset=0, value=written, timestamp=(1, T))
+    column = options.column_decoder(arrow_type)([record])
+    assert column.undecodable == ()
+    plain = pa.struct([("id", pa.string()), ("price", pa.struct([("cents", pa.int64()), ("at", pa.int64())]))])
+    assert column.values.cast(plain).to_pylist() == [{"id": "o1", "price": {"cents": 995, "at": T * 1000}}]
+    assert options.time_reader("price.at", "epochMillis")(record) == T
+

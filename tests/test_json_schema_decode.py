@@ -211,8 +211,8 @@ def from_json(node: Node, spark_type: Any) -> Any:
             raise DoesNotFit
         return node.value
     assert isinstance(spark_type, T.DoubleType)  # VALUE_NUMBER_INT/FLOAT, or NaN/Infinity text
-    if node.kind == "number":
-        return float(node.text)
+    if node.kind == "number":  # VALUE_NUMBER_INT is read as an integer first: -0 is 0.0
+        return float(node.text) if any(c in node.text for c in ".eE") else float(int(node.text))
     specials = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "+INF": math.inf,
                 "-Infinity": -math.inf, "-INF": -math.inf}
     if node.kind == "string" and node.value in specials:

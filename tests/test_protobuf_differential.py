@@ -59,11 +59,13 @@ def color(number: int) -> str:
 
 
 def micros(seconds: int, nanos: int) -> int:
-    """``from_protobuf``: ``millisToMicros(seconds * 1000)`` (multiplyExact) plus ``nanos / 1000``."""
-    whole = seconds * 1_000_000
-    if not -LONG <= whole < LONG:
+    """``seconds * 10^6 + nanos / 1000`` (truncated), as ``from_protobuf`` computes it where no
+    Java long overflows; OverflowError where one would (kafkasync then names the record
+    malformed, formats/protobuf_columns.py)."""
+    total = seconds * 1_000_000 + int(nanos / 1000)
+    if not -LONG <= total < LONG:
         raise OverflowError
-    return (whole + int(nanos / 1000) + LONG) % 2**64 - LONG
+    return total
 
 
 def is_default(value: Any) -> bool:

@@ -10,7 +10,8 @@ sides and imports nothing of the driver, the executors or the planner.
 * :mod:`~kafkasync_source.formats.avro`, :mod:`~kafkasync_source.formats.protobuf`,
   :mod:`~kafkasync_source.formats.json_schema`: a field's time, the decoded value and its Spark type
   (Protobuf's and JSON's values as Spark's ``from_protobuf`` and ``from_json`` give them:
-  :mod:`~kafkasync_source.formats.protobuf_columns`, :mod:`~kafkasync_source.formats.json_values`);
+  :mod:`~kafkasync_source.formats.protobuf_columns`, :mod:`~kafkasync_source.formats.json_values`,
+  within the limits of :mod:`~kafkasync_source.formats.json_limits`);
 * :mod:`~kafkasync_source.formats.decoded`: a column decoder's answer, its values and the rows
   it could not decode.
 

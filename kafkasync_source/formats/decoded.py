@@ -62,3 +62,31 @@ def invalid_row(row: int, payload: Optional[bytes], why: Exception) -> Undecodab
         return Undecodable(row, NOT_FRAMED, str(why))
     written_with = schema_id(payload) if payload is not None and len(payload) >= 5 and payload[0] == 0 else None
     return Undecodable(row, UNKNOWN_SCHEMA if isinstance(why, UnknownSchema) else MALFORMED, str(why), written_with)
+
+
+MAX_TYPE_FIELDS = 10_000
+"""The most fields (struct fields, arrays and maps, at any depth) a decoded column's Spark type
+may have: ten times the widest real schemas (a Debezium envelope has a few hundred)."""
+
+
+class TypeBudget:
+    """Counts the fields of a decoded column's Spark type while a format derives it from the
+    reader schema, and refuses the schema past :data:`MAX_TYPE_FIELDS`.
+
+    Why: a type grows with every path through the schema, not with the schema's size. A
+    ``.proto`` file of 1 KB whose messages each hold the next one twice, 30 deep, is a type of
+    2^30 fields (``from_protobuf`` derives it too), and so is a JSON Schema whose definitions
+    do the same; deriving it would hold the query's start for hours."""
+
+    def __init__(self, schema: str) -> None:
+        """``schema``: the reader schema as the error names it (its id and subject)."""
+        self._schema = schema
+        self._left = MAX_TYPE_FIELDS
+
+    def spend(self) -> None:
+        """One more field; ValueError past the budget."""
+        self._left -= 1
+        if self._left < 0:
+            raise ValueError(
+                f"{self._schema} gives a Spark type of more than {MAX_TYPE_FIELDS:,} fields (it nests the same "
+                "messages or definitions many times over), too large to decode: read the raw bytes instead")

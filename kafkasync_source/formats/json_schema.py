@@ -11,10 +11,11 @@ field nullable, as a JSON document may leave any out), ``integer`` long, ``numbe
 ``boolean``, ``string``, ``array`` arrays, an object with only ``additionalProperties`` a map of
 strings to its type; local ``$ref`` s (``#/definitions/...``, ``#/$defs/...``) are followed; a
 property whose type is not one of those (several types, ``oneOf``/``anyOf`` of several, an
-external ``$ref``, none) a string. Values follow ``from_json`` in its default mode, PERMISSIVE
-(formats/json_values.py): a property that does not fit its type is null and the others keep
-their values, and a string column holds any other JSON value as its text. Only a payload that
-is not a JSON object (not JSON, not UTF-8, an array) has no value: an undecodable row.
+external ``$ref``, a ``$ref`` inside its own expansion, none) a string. Values follow
+``from_json`` in its default mode, PERMISSIVE (formats/json_values.py): a property that does
+not fit its type is null and the others keep their values, and a string column holds any other
+JSON value as its text. Only a payload that is not a JSON object (not JSON, not UTF-8, an
+array) has no value: an undecodable row.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kafkasync_source.formats.decoded import (
     NOT_FRAMED,
     UNKNOWN_SCHEMA,
     DecodedColumn,
+    TypeBudget,
     Undecodable,
 )
 from kafkasync_source.formats.framing import HEADER_BYTES, NotFramed, schema_id
@@ -99,51 +101,94 @@ def batch_time_reader(options: Any, path: str, time_format: str) -> Optional[Cal
 def spark_type(options: Any) -> Any:
     reader = options.reader_schema()
     assert reader is not None, "value.decode pins a reader schema at start"
-    root = json.loads(reader.schema_str)
-    return _spark_type(root, root)
+    schema = (f"Option '{options.part}.decode': the reader schema (id {options.reader_schema_id}, subject "
+              f"{options.subject!r})")
+    try:
+        root = json.loads(reader.schema_str)
+    except (ValueError, RecursionError) as err:  # RecursionError: text nested deeper than Python's json reads
+        raise ValueError(f"{schema} is not JSON this reader can read ({type(err).__name__})") from None
+    return _Derivation(root, TypeBudget(schema)).type_of(root)
 
 
 _MAX_DEPTH = 32
-"""Nesting beyond which a property is typed a string (a schema that refers to itself)."""
+"""Nesting beyond which a property is typed a string."""
 
 
-def _spark_type(schema: Any, root: dict, depth: int = 0) -> Any:
-    import pyspark.sql.types as T
+class _Derivation:
+    """The Spark type of a JSON Schema, by the rules in the module's docstring.
 
-    if depth > _MAX_DEPTH or not isinstance(schema, dict):
-        return T.StringType()
-    reference = schema.get("$ref")
-    if isinstance(reference, str):
-        if not reference.startswith("#"):  # another document (a registry reference): not followed
+    A ``$ref`` met again inside its own expansion (a schema that refers to itself: a tree's
+    ``children``) is typed a string, which holds that subtree's JSON text: expanding it again
+    would nest without end, and expanding it a fixed number of times makes a type that grows as
+    the number of such references to that power. The type's size is bounded by a
+    :class:`~kafkasync_source.formats.decoded.TypeBudget` all the same: definitions that each
+    use the next one twice grow as fast without any cycle."""
+
+    def __init__(self, root: Any, budget: TypeBudget) -> None:
+        self._root = root
+        self._budget = budget
+
+    def type_of(self, schema: Any, depth: int = 0, expanding: tuple[str, ...] = ()) -> Any:
+        import pyspark.sql.types as T
+
+        if depth > _MAX_DEPTH or not isinstance(schema, dict):
             return T.StringType()
-        target: Any = root
-        for part in reference[1:].strip("/").split("/"):
-            target = target.get(part, {}) if part and isinstance(target, dict) else target
-        return _spark_type(target, root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        kind = kinds[0] if len(kinds) == 1 else None
-    if kind is None and "properties" in schema:
-        kind = "object"
-    if kind is None:
-        for combined in ("oneOf", "anyOf"):
-            choices = schema.get(combined)
-            if isinstance(choices, list):
-                choices = [o for o in choices if not (isinstance(o, dict) and o.get("type") == "null")]
-                if len(choices) == 1:
-                    return _spark_type(choices[0], root, depth + 1)
-    if kind == "object":
-        properties = schema.get("properties")
-        if isinstance(properties, dict) and properties:
-            return T.StructType([T.StructField(str(name), _spark_type(sub, root, depth + 1), True)
-                                 for name, sub in properties.items()])
-        extra = schema.get("additionalProperties")
-        return T.MapType(T.StringType(), _spark_type(extra if isinstance(extra, dict) else {}, root, depth + 1), True)
-    if kind == "array":
-        return T.ArrayType(_spark_type(schema.get("items", {}), root, depth + 1), True)
-    simple = {"integer": T.LongType(), "number": T.DoubleType(), "boolean": T.BooleanType()}
-    return simple.get(kind, T.StringType()) if isinstance(kind, str) else T.StringType()
+        reference = schema.get("$ref")
+        if isinstance(reference, str):
+            if not reference.startswith("#") or reference in expanding:  # another document (a registry
+                return T.StringType()  # reference: not followed), or a cycle
+            return self.type_of(self._target(reference), depth + 1, (*expanding, reference))
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k != "null"]
+            kind = kinds[0] if len(kinds) == 1 else None
+        if kind is None and "properties" in schema:
+            kind = "object"
+        if kind is None:
+            for combined in ("oneOf", "anyOf"):
+                choices = schema.get(combined)
+                if isinstance(choices, list):
+                    choices = [o for o in choices if not (isinstance(o, dict) and o.get("type") == "null")]
+                    if len(choices) == 1:
+                        return self.type_of(choices[0], depth + 1, expanding)
+        if kind == "object":
+            properties = schema.get("properties")
+            if isinstance(properties, dict) and properties:
+                return T.StructType([self._field(str(name), sub, depth, expanding) for name, sub in properties.items()])
+            extra = schema.get("additionalProperties")
+            self._budget.spend()
+            return T.MapType(T.StringType(), self.type_of(extra if isinstance(extra, dict) else {}, depth + 1,
+                                                          expanding), True)
+        if kind == "array":
+            self._budget.spend()
+            return T.ArrayType(self.type_of(schema.get("items", {}), depth + 1, expanding), True)
+        simple = {"integer": T.LongType(), "number": T.DoubleType(), "boolean": T.BooleanType()}
+        return simple.get(kind, T.StringType()) if isinstance(kind, str) else T.StringType()
+
+    def _field(self, name: str, schema: Any, depth: int, expanding: tuple[str, ...]) -> Any:
+        import pyspark.sql.types as T
+
+        self._budget.spend()
+        return T.StructField(name, self.type_of(schema, depth + 1, expanding), True)
+
+    def _target(self, reference: str) -> Any:
+        """What a local ``$ref`` (``#/definitions/Money``) points at in the root document: a URI
+        fragment (``%`` escapes) holding a JSON Pointer (RFC 6901: ``~1`` is ``/``, ``~0`` is
+        ``~``, a number indexes an array); {} where it points at nothing."""
+        from urllib.parse import unquote
+
+        target: Any = self._root
+        for part in unquote(reference[1:]).strip("/").split("/"):
+            if not part:
+                continue
+            name = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict):
+                target = target.get(name, {})
+            elif isinstance(target, list) and name.isdigit() and int(name) < len(target):
+                target = target[int(name)]
+            else:
+                return {}
+        return target
 
 
 def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], DecodedColumn]:

@@ -7,8 +7,9 @@ formats/json_schema.py derives:
 
 * JSON ``null`` is null for every type.
 * ``LongType``: an integer literal (no ``.``, ``e``, ``E``) within a long; ``DoubleType``: any
-  number, or the strings ``NaN``, ``Infinity``, ``+Infinity``, ``+INF``, ``-Infinity``, ``-INF``;
-  ``BooleanType``: ``true``/``false``. Anything else does not fit.
+  number (an integer literal as its integer: ``-0`` is ``0.0``), or the strings ``NaN``,
+  ``Infinity``, ``+Infinity``, ``+INF``, ``-Infinity``, ``-INF``; ``BooleanType``:
+  ``true``/``false``. Anything else does not fit.
 * ``StringType``: a string's text; any other value as Jackson writes it back
   (``JsonGenerator.copyCurrentStructure``, measured with Spark 4.2.0's ``from_json``): no
   whitespace, integers as written, other numbers as Java's ``Double.toString`` prints them
@@ -23,7 +24,9 @@ formats/json_schema.py derives:
   the same way.
 * A document that is not an object for a struct (not JSON, an array, a number) gives no value:
   PERMISSIVE makes it a row of nulls (``FailureSafeParser``), which kafkasync names undecodable
-  (formats/decoded.py) instead.
+  (formats/decoded.py) instead. So does one beyond the limits Jackson parses within (a number of
+  more than 1,000 digits, a key of more than 50,000 characters, nesting beyond 1,000), and a
+  string field longer than 20,000,000 characters is null (formats/json_limits.py).
 
 JSON is parsed by msgspec, one level at a time: each value's text is kept raw
 (``msgspec.Raw``) until its type is known, so a value that does not fit costs only its own field.
@@ -37,6 +40,8 @@ from decimal import Decimal
 from typing import Any, Callable
 
 import msgspec
+
+from kafkasync_source.formats import json_limits
 
 _NON_NUMERIC = {b'"NaN"': math.nan, b'"Infinity"': math.inf, b'"+Infinity"': math.inf, b'"+INF"': math.inf,
                 b'"-Infinity"': -math.inf, b'"-INF"': -math.inf}
@@ -64,15 +69,22 @@ def document_converter(spark_type: Any) -> Callable[[Any], Any]:
     convert = _converter(spark_type)
 
     def document(body: Any) -> Any:
+        text = bytes(body)
         try:
-            bytes(body).decode("utf-8")
-            raw = msgspec.json.decode(body, type=msgspec.Raw)
-        except (UnicodeDecodeError, msgspec.DecodeError) as err:
+            text.decode("utf-8")
+        except UnicodeDecodeError as err:
             raise NotAValue(f"the value is not JSON ({str(err)[:200]})") from None
+        beyond = json_limits.exceeded(text)
+        if beyond is not None:
+            raise NotAValue(f"the value is beyond what from_json parses: {beyond}")
         try:
-            value = convert(raw)
+            value = convert(msgspec.json.decode(text, type=msgspec.Raw))
+        except msgspec.DecodeError as err:
+            raise NotAValue(f"the value is not JSON ({str(err)[:200]})") from None
         except _DoesNotFit as err:
             raise NotAValue(f"the value is not a JSON {_kind(spark_type)} ({err})") from None
+        except RecursionError:  # msgspec and json recurse once a level: see formats/json_limits.py
+            raise NotAValue(f"the value is beyond what from_json parses: {json_limits.too_deep(text)}") from None
         if value is None:
             raise NotAValue("the value is JSON null")
         return value
@@ -149,7 +161,11 @@ def _double(raw: Any) -> float:
     special = _NON_NUMERIC.get(bytes(raw))
     if special is not None:
         return special
-    return float(_number_text(raw))
+    text = _number_text(raw)
+    if any(c in text for c in b".eE"):
+        return float(text)
+    # Jackson reads an integer token as an integer, then converts it (getDoubleValue): -0 is 0.0.
+    return float(int(text))
 
 
 def _boolean(raw: Any) -> bool:
@@ -163,14 +179,17 @@ def _boolean(raw: Any) -> bool:
 
 def _string(raw: Any) -> str:
     text = bytes(raw)
+    if json_limits.string_too_long(text):
+        raise _DoesNotFit(f"a string of more than {json_limits.MAX_STRING_LENGTH:,} characters, which from_json "
+                          "does not read")
     if text[:1] != b'"':
-        return _jackson(json.loads(text))
-    value = _TEXT.decode(text)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate escape: Java's getBytes writes '?' for it
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    return value
+        return _jackson(json.loads(text, object_pairs_hook=_Members))
+    return _TEXT.decode(text)  # never a lone surrogate: msgspec refuses the escape, the document with it
+
+
+class _Members(list):
+    """A JSON object's members in order, a key twice as often as it is written (Jackson's
+    ``copyCurrentStructure`` copies each one; a dict would keep the last)."""
 
 
 def _jackson(value: Any) -> str:
@@ -187,9 +206,9 @@ def _jackson(value: Any) -> str:
         return _java_double(value)
     if isinstance(value, str):
         return _jackson_text(value)
-    if isinstance(value, list):
-        return "[" + ",".join(map(_jackson, value)) + "]"
-    return "{" + ",".join(f"{_jackson_text(key)}:{_jackson(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, _Members):
+        return "{" + ",".join(f"{_jackson_text(key)}:{_jackson(item)}" for key, item in value) + "}"
+    return "[" + ",".join(map(_jackson, value)) + "]"
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -212,8 +231,10 @@ def _jackson_text(text: str) -> str:
 
 
 def _java_double(number: float) -> str:
-    """Java's ``Double.toString`` from the shortest digits that read back as ``number``; a value
-    that is not finite quoted, as Jackson writes it (``QUOTE_NON_NUMERIC_NUMBERS``)."""
+    """Java's ``Double.toString`` format from the shortest digits that read back as ``number``
+    (Java 19 and later choose those digits too; Java 17 prints more for some doubles, which
+    docs/formats.md lists); a value that is not finite quoted, as Jackson writes it
+    (``QUOTE_NON_NUMERIC_NUMBERS``)."""
     if math.isnan(number):
         return '"NaN"'
     if math.isinf(number):

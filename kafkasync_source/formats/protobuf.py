@@ -5,8 +5,8 @@ registry answers ``.proto`` text unless asked with ``format=serialized`` (as con
 ``ProtobufDeserializer`` asks), while Apicurio keeps the descriptor as the client sent it and
 answers ``format=serialized`` with an error (HTTP 500, "Syntax error in ....proto"; measured on
 Apicurio 3.3.3), so the schema is asked for as stored first and as ``serialized`` only when it
-is text. The descriptor is built into a pool with the well-known types and the schema's
-references (confluent-kafka's ``_init_pool`` and ``_resolve_named_schema``); the writer's
+is text, and so is each file it imports (its references). The descriptor is built into a pool
+with the well-known types (confluent-kafka's ``_init_pool``) and those files; the writer's
 message is the one the record's message indexes name in it (formats/framing.py).
 
 **Read by tag, as ``from_protobuf`` reads.** Spark's ``from_protobuf`` parses the bytes with the
@@ -38,6 +38,7 @@ Decoded columns are ``from_protobuf``'s type and values (formats/protobuf_column
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any, Callable, NamedTuple, Optional
 
 from kafkasync_source.event_time.formats import InvalidTime, checked, converter
@@ -47,10 +48,17 @@ from kafkasync_source.formats.decoded import (
     NOT_FRAMED,
     UNKNOWN_SCHEMA,
     DecodedColumn,
+    TypeBudget,
     Undecodable,
 )
 from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id
-from kafkasync_source.formats.protobuf_columns import Columns, ConversionError, time_kind
+from kafkasync_source.formats.protobuf_columns import (
+    Columns,
+    ConversionError,
+    as_dynamic_message,
+    seconds_and_nanos,
+    time_kind,
+)
 from kafkasync_source.formats.registry import KafkaSyncFormatError, UnknownSchema, registry
 
 
@@ -83,6 +91,8 @@ class _File(NamedTuple):
 class _Reader(NamedTuple):
     descriptor: Any
     message_class: Any
+    """What records are parsed with: the message with its maps as lists of entries
+    (protobuf_columns.as_dynamic_message)."""
 
 
 class Parsed(NamedTuple):
@@ -115,7 +125,7 @@ class _Messages:
                     from google.protobuf.message_factory import GetMessageClass
 
                     descriptor = self._reader_descriptor()
-                    self._reader = _Reader(descriptor, GetMessageClass(descriptor))
+                    self._reader = _Reader(descriptor, GetMessageClass(as_dynamic_message(descriptor)))
         return self._reader
 
     def columns(self) -> Columns:
@@ -123,7 +133,10 @@ class _Messages:
         if self._columns is None:
             reader = self.reader()
             assert reader is not None, "value.decode pins a reader schema at start"
-            self._columns = Columns(reader.descriptor)
+            options = self._options
+            self._columns = Columns(reader.descriptor, TypeBudget(
+                f"Option '{options.part}.decode': the reader schema (id {options.reader_schema_id}, subject "
+                f"{options.subject!r})'s message {reader.descriptor.full_name}"))
         return self._columns
 
     def _reader_descriptor(self) -> Any:
@@ -219,34 +232,79 @@ class _Messages:
 
     def _build_file(self, schema_ref: int) -> Any:
         """The writer's ``_File``, or the error it gives (kept: a schema that cannot be built is
-        not built again for every record). UnknownSchema and a registry that cannot be asked
-        are raised, not kept (registry.py keeps what it knows)."""
-        from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
-        from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
+        not built again for every record). UnknownSchema and a registry that cannot be asked,
+        for the schema or for a file it imports, are raised, not kept: they say nothing about
+        the schema, and the next record asks again (registry.py keeps what it knows)."""
+        from confluent_kafka.schema_registry.common.protobuf import _init_pool
         from google.protobuf.descriptor_pool import DescriptorPool
 
         known = registry(self._options.registry)
         schema = known.schema(schema_ref)
         if schema.schema_type != "PROTOBUF":
             return Unreadable(INCOMPATIBLE, f"schema id {schema_ref} is a {schema.schema_type} schema, not Protobuf")
-        name = f"kafkasync-schema-{schema_ref}.proto"
-        try:
-            proto = _str_to_proto(name, schema.schema_str)
-        except Exception:  # noqa: BLE001 - .proto text (Confluent's registry): ask for the descriptor
-            schema = known.schema(schema_ref, "serialized")
-            proto = None
         pool = DescriptorPool()
         _init_pool(pool)
         try:
-            _resolve_named_schema(schema, known._client, pool)
-            proto = proto or _str_to_proto(name, schema.schema_str)
+            for imported in self._imports(schema, schema_ref, set()):
+                pool.Add(imported)
+            proto = _descriptor(f"kafkasync-schema-{schema_ref}.proto", schema,
+                                lambda: known.schema(schema_ref, "serialized"))
             pool.Add(proto)
             return _File(proto, pool.FindFileByName(proto.name))
-        except Exception as err:  # noqa: BLE001 - a descriptor the pool refuses
+        except (KafkaSyncFormatError, UnknownSchema):
+            raise
+        except Exception as err:  # noqa: BLE001 - a descriptor that does not parse, or that the pool refuses
             return KafkaSyncFormatError(
                 f"schema id {schema_ref} is not a Protobuf descriptor this reader can build: "
                 f"{known.settings.scrub(str(err))[:300]}"
             )
+
+    def _imports(self, schema: Any, schema_ref: int, seen: set[str]) -> list[Any]:
+        """The files ``schema`` imports from other subjects (its references, each a file's import
+        name, a subject and a version), theirs first, as confluent-kafka's
+        ``ProtobufDeserializer`` resolves them (``_sync/protobuf.py`` ``_resolve_named_schema``:
+        each version fetched, the well-known types skipped, each name once) but for how a version
+        is asked for: as stored first, as ``serialized`` only where it is ``.proto`` text.
+        confluent-kafka always asks ``serialized``, which Apicurio 3.3.3 answers with HTTP 500
+        for the descriptor its serializer registered, so no referencing schema could be read."""
+        from confluent_kafka.schema_registry.common.protobuf import _is_builtin
+
+        files: list[Any] = []
+        for reference in schema.references or ():
+            if _is_builtin(reference.name) or reference.name in seen:
+                continue
+            seen.add(reference.name)
+            imported = self._version(reference, schema_ref, None)
+            files += self._imports(imported, schema_ref, seen)
+            serialized = partial(self._version, reference, schema_ref, "serialized")
+            files.append(_descriptor(reference.name, imported, serialized))
+        return files
+
+    def _version(self, reference: Any, schema_ref: int, fmt: Optional[str]) -> Any:
+        """The referenced subject version's ``Schema``; KafkaSyncFormatError naming it if the
+        registry cannot give it (soft-deleted versions included, as confluent-kafka asks)."""
+        known = registry(self._options.registry)
+        try:
+            return known._client.get_version(reference.subject, reference.version, True, fmt).schema
+        except Exception as err:  # noqa: BLE001 - not found, unreachable: the query says which
+            raise KafkaSyncFormatError(
+                f"kafkasync: schema id {schema_ref} imports {reference.name!r}, subject {reference.subject!r} "
+                f"version {reference.version}, which the registry at {known.settings.display_url} cannot give: "
+                f"{known.settings.scrub(f'{type(err).__name__}: {err}')[:300]}"
+            ) from None
+
+
+def _descriptor(name: str, schema: Any, serialized: Callable[[], Any]) -> Any:
+    """A registry schema's ``FileDescriptorProto``, named ``name``: its text as stored, the
+    base64 descriptor (Apicurio keeps what the serializer registered), or else the schema
+    ``serialized()`` gives (Confluent's registry keeps ``.proto`` text and answers
+    ``format=serialized`` with the descriptor)."""
+    from confluent_kafka.schema_registry.common.protobuf import _str_to_proto
+
+    try:
+        return _str_to_proto(name, schema.schema_str)
+    except Exception:  # noqa: BLE001 - .proto text, not a descriptor
+        return _str_to_proto(name, serialized().schema_str)
 
 
 def _check_unknown_fields(message: Any, schema_ref: int) -> None:
@@ -322,9 +380,15 @@ def time_reader(options: Any, path: str, time_format: str) -> Callable[[Any], in
             if time_kind(found.DESCRIPTOR) != "timestamp":
                 raise InvalidTime(f"{path} is a {found.DESCRIPTOR.full_name}; a time is a number, a string or a "
                                   "google.protobuf.Timestamp")
-            return checked(int(found.seconds) * 1000 + int(found.nanos) // 1_000_000)
+            try:
+                seconds, nanos = seconds_and_nanos(found, path)
+            except ConversionError as why:
+                raise InvalidTime(str(why)) from None
+            return checked(seconds * 1000 + nanos // 1_000_000)
         if isinstance(found, (bool, bytes)):
             raise InvalidTime(f"{path} is a {type(found).__name__}, not a time")
+        if field.enum_type is not None:  # its number is no time (from_protobuf reads its name)
+            raise InvalidTime(f"{path} is an enum ({field.enum_type.full_name}), not a time")
         return convert(found)
     return read
 
