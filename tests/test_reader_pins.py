@@ -135,3 +135,33 @@ def test_a_restart_whose_recorded_reader_is_gone_from_the_registry_names_it(scen
     with pytest.raises(KafkaSyncOptionError, match=rf"version 1 \(schema id {v1}\) \(schema id {v1} is no longer in "
                                                    rf"the registry at {options['schema.registry.url']}\), and this"):
         reader._offset(checkpoint)
+
+
+def test_a_reader_deleted_for_good_after_load_fails_the_readers_naming_it_the_querys_reader(scene):
+    """The pin outlives the registry's copy: a process that starts after the reader's version was
+    deleted for good (an executor, the source runner) cannot fetch it. It fails naming the pinned
+    reader and what to do, not as if a record's id were unknown (before: ``UnknownSchema: the
+    registry at ... has no schema id 1``, an invalid time's error with no word of the reader)."""
+    from kafkasync_source.executor.decode_policy import DecodePolicy
+    from kafkasync_source.formats.registry import KafkaSyncFormatError
+    from kafkasync_source.spark.schema import arrow_schema
+
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    schema = through_the_jvm(KafkaSyncDataSource(options).schema())
+    double.register_schema("orders-value", avro_schema(V2))
+    double.delete_version("orders-value", 1)
+    double.delete_version("orders-value", 1, permanent=True)
+    settings = RegistrySettings(options["schema.registry.url"])
+    expected = (f"kafkasync: the reader schema of value.format=avro-confluent, subject 'orders-value' version 1 "
+                f"(schema id {v1}), pinned when the query was loaded, is no longer in the Schema Registry at "
+                f"{settings.display_url}: load the query again to read as the subject's version now, or name one "
+                "with 'value.subject.version'.")
+    with serving(double, settings):  # a process that starts now: nothing fetched yet
+        reader = KafkaSyncDataSource(options).streamReader(schema)
+        value_format = reader._options.value_format
+        with pytest.raises(KafkaSyncFormatError) as decoding:
+            DecodePolicy(value_format, arrow_schema(schema).field("valueDecoded").type)
+        with pytest.raises(KafkaSyncFormatError) as asked:
+            value_format.reader_schema()  # what every reader of the value asks first
+    assert str(decoding.value) == str(asked.value) == expected
