@@ -315,6 +315,24 @@ def test_the_double_answers_every_call_kafkasync_makes_as_apicurio_does(schema_r
     assert ("error", 404, 40401, "Subject 'S-none' not found.") in real
 
 
+def test_whether_the_registry_still_holds_an_id_is_asked_of_it_not_of_the_clients_cache(schema_registry_url):
+    """A restart names a recorded reader that is gone for good (spark/stream_reader.py); the process
+    may have fetched that id before, and confluent-kafka's ``get_schema`` answers an id it fetched
+    from its cache for the client's life (``_sync/schema_registry_client.py``: ``get_schema_by_id``
+    first). Before, ``holds`` asked it that way and answered True for an id deleted for good."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    subject = f"holds-{uuid.uuid4().hex}-value"
+    admin = SchemaRegistryClient({"url": schema_registry_url})
+    schema_id = admin.register_schema(subject, avro_schema(V1.replace("Order", "Held")))
+    known = registry_module.Registry(settings(schema_registry_url))
+    assert known.schema(schema_id).schema_str and known.holds(schema_id) is True
+    admin.delete_version(subject, 1)
+    assert known.holds(schema_id) is True  # a soft delete keeps the id
+    admin.delete_version(subject, 1, permanent=True)
+    assert known.holds(schema_id) is False
+
+
 def test_the_double_down_raises_what_the_client_raises_for_a_registry_that_does_not_answer():
     """confluent-kafka's client against a port nobody listens on, with no retries: the transport's
     ConnectError (``send_http_request`` re-raises ``httpx.TransportError``), as the double's ``down``."""

@@ -227,9 +227,12 @@ class Registry:
 
     def holds(self, schema_id: int) -> Optional[bool]:
         """Whether the registry has the id now (asked, never from this process's cache: a schema
-        fetched before may have been deleted since); None if it cannot be asked."""
+        fetched before may have been deleted since); None if it cannot be asked. Asked as
+        ``GET /schemas/ids/{id}/versions``, which confluent-kafka's client does not cache (its
+        ``get_schema`` answers an id it fetched once from its cache for good): 404 for an id
+        deleted for good, an answer (empty for an id only soft-deleted) while the id is held."""
         try:
-            self._client.get_schema(schema_id)
+            self._client.get_schema_versions(schema_id)
         except Exception as err:  # noqa: BLE001 - sorted below
             return False if getattr(err, "http_status_code", None) == 404 else None
         return True
