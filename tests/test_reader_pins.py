@@ -165,3 +165,40 @@ def test_a_reader_deleted_for_good_after_load_fails_the_readers_naming_it_the_qu
         with pytest.raises(KafkaSyncFormatError) as asked:
             value_format.reader_schema()  # what every reader of the value asks first
     assert str(decoding.value) == str(asked.value) == expected
+
+
+@pytest.mark.parametrize("scene_change, advice", [
+    ("gone", "The checkpoint's reader can no longer be read as: set 'value.subject.version' to 2 to move the query "
+             "to subject 'orders-value' version 2 (schema id 2)"),
+    ("other subject", "Set 'value.subject' to 'orders-value' and 'value.subject.version' to 1 to read as the "
+                      "checkpoint did, or 'value.subject.version' to 1 to move the query to subject 'orders-next' "
+                      "version 1 (schema id 2)"),
+    ("other registry", "Version 1 of subject 'orders-value' is another schema than when the checkpoint was written "
+                       "(another registry, or the subject deleted and registered again), so no version reads as the "
+                       "checkpoint did: set 'value.subject.version' to 1 to move the query to subject 'orders-value' "
+                       "version 1 (schema id 2)"),
+])
+def test_a_restart_on_another_reader_advises_only_what_can_be_done(scene, scene_change, advice):
+    """The restart's message names what reads as the checkpoint did, and that must exist: before,
+    it always said 'set value.subject.version to <the checkpoint's version>', which fails where
+    the recorded version is gone, reads another subject's version where the subject changed, and
+    names the new schema again where the same version number is another schema now."""
+    double, options = scene
+    if scene_change == "other registry":  # the checkpoint was written against a registry whose ids differ
+        other = double.register_schema("payments-value", avro_schema(V1.replace("Order", "Payment")))
+        double.register_schema("orders-value", avro_schema(V1))
+        checkpoint = recorded({"subject": "orders-value", "version": 1, "id": other})
+    else:
+        v1 = double.register_schema("orders-value", avro_schema(V1))
+        checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
+    if scene_change == "gone":
+        double.register_schema("orders-value", avro_schema(V2))
+        double.delete_version("orders-value", 1)
+        double.delete_version("orders-value", 1, permanent=True)
+    elif scene_change == "other subject":
+        double.register_schema("orders-next", avro_schema(V2))
+        options = {**options, "value.subject": "orders-next"}
+    reader = KafkaSyncDataSource(options).streamReader(through_the_jvm(KafkaSyncDataSource(options).schema()))
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        reader._offset(checkpoint)
+    assert advice in str(failure.value)
