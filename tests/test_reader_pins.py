@@ -71,18 +71,48 @@ def test_the_reader_pinned_at_load_is_the_one_every_later_reader_reads_with(scen
     assert sum(double.calls.values()) == asked, "the registry is not asked for the latest again"
 
 
+def without_pins(schema: StructType) -> StructType:
+    """A schema as a user writes it for ``.schema(...)``: the same columns, no metadata."""
+    return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
+
+
 def test_a_schema_the_user_gives_is_pinned_at_start_and_its_decoded_column_checked(scene):
     double, options = scene
     double.register_schema("orders-value", avro_schema(V1))
-    loaded = KafkaSyncDataSource(options).schema()
-    given = StructType([StructField(f.name, f.dataType, f.nullable) for f in loaded.fields])  # no metadata
+    given = without_pins(KafkaSyncDataSource(options).schema())
     double.register_schema("orders-value", avro_schema(V2))
-    with pytest.raises(KafkaSyncOptionError, match=(
-            r"the schema given has valueDecoded struct<id:bigint,amount:double>, and value.format=avro-confluent "
-            r"read as subject 'orders-value' version 2 \(schema id 2\) decodes into struct<id:bigint,price:double>")):
-        KafkaSyncDataSource(options).streamReader(given)
+    mismatch = (r"the schema given has valueDecoded struct<id:bigint,amount:double>, and value.format=avro-confluent "
+                r"read as subject 'orders-value' version 2 \(schema id 2\) decodes into struct<id:bigint,price:double>")
+    with pytest.raises(KafkaSyncOptionError, match=mismatch):
+        KafkaSyncDataSource(options).reader(given)
+    with pytest.raises(KafkaSyncOptionError, match=mismatch):
+        KafkaSyncDataSource({**options, "value.subject.version": "2"}).streamReader(given)
     reader = KafkaSyncDataSource({**options, "value.subject.version": "1"}).streamReader(given)
     assert reader._options.value_format.pin == ReaderPin("orders-value", 1, 1)
+
+
+@pytest.mark.parametrize("decode", ["true", "false"])
+def test_a_stream_given_a_schema_without_pins_names_its_readers_version(scene, decode):
+    """A schema the user gives carries no pin, and a stream's source runner and its read planner
+    each parse the options in their own process when the query starts: under 'latest', a version
+    registered in between was read with by one and not the other (the offsets recording one id,
+    the executors decoding with another; with eventTime.field alone, no column type to catch it).
+    A batch read pins in one process, and takes the latest."""
+    double, options = scene
+    options = {**options, "value.decode": decode}
+    double.register_schema("orders-value", avro_schema(V1))
+    given = without_pins(KafkaSyncDataSource(options).schema())
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        KafkaSyncDataSource(options).streamReader(given)
+    assert str(failure.value) == (
+        "kafkasync: the schema given to this stream (readStream.schema(...)) carries no reader schema for the value, "
+        "and 'value.subject.version' is latest: the query's processes each take the subject's latest when they "
+        "start, and could read as different versions. Name the version with 'value.subject.version' (now 1), or give "
+        "no schema (the source pins the reader when the query is loaded), or a loaded DataFrame's (df.schema "
+        "carries its pin).")
+    assert KafkaSyncDataSource({**options, "value.subject.version": "1"}).streamReader(given)._options.reader_pins == {
+        "value": ReaderPin("orders-value", 1, 1)}
+    assert KafkaSyncDataSource(options).reader(given)._options.reader_pins == {"value": ReaderPin("orders-value", 1, 1)}
 
 
 def recorded(pin: dict) -> dict:

@@ -16,7 +16,8 @@ column (and ``eventTime``, for ``eventTime.field``) carries its part's pin under
 :data:`READER_SCHEMA_KEY`, and the readers take it from there (tests/test_formats_registry.py
 shows a version registered between ``load()`` and ``start()`` unused). It also shows in
 ``df.schema``. A schema the user gives (``.schema(...)``) carries none: the reader is then
-pinned when the query starts, and its type checked against the columns given.
+pinned when the query starts, and its type checked against the columns given; a stream must
+then name the version (``<part>.subject.version``), as its runner and its planner pin apart.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -13,6 +13,7 @@ from kafkasync_source.config.client_config import SPARK_OPTIONS_REDACTION_REGEX
 from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.options import SourceOptions, parse_options
 from kafkasync_source.driver.offset_reader import OffsetReader
+from kafkasync_source.formats.options import ReaderPin
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
@@ -164,10 +165,30 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         except ValueError as err:
             raise KafkaSyncOptionError(f"kafkasync: {err}") from None
         options = parse_options(self.options, streaming=streaming, reader_pins=pins)
+        if streaming:
+            _refuse_latest_pinned_twice(options, pins)
         for format_options in options.decoded_formats:
             if format_options.part not in pins:
                 check_decoded_type(format_options, schema)
         return options
+
+
+def _refuse_latest_pinned_twice(options: SourceOptions, carried: Mapping[str, ReaderPin]) -> None:
+    """A stream whose schema was given without pins (``readStream.schema(...)``) pins each part's
+    reader where ``streamReader`` runs: in the source's runner and, apart from it, in the read
+    planner whose reader goes to the executors, each when the query starts. Under ``latest`` a
+    version registered in between would be read with by one of them only (the offsets recording
+    one id, the executors decoding with another), so the version must be named."""
+    for format_options in (options.key_format, options.value_format):
+        if (format_options is None or format_options.pin is None or format_options.part in carried
+                or format_options.subject_version is not None):
+            continue
+        raise KafkaSyncOptionError(
+            f"kafkasync: the schema given to this stream (readStream.schema(...)) carries no reader schema for the "
+            f"{format_options.part}, and '{format_options.version_option}' is latest: the query's processes each take "
+            "the subject's latest when they start, and could read as different versions. Name the version with "
+            f"'{format_options.version_option}' (now {format_options.pin.version}), or give no schema (the source "
+            "pins the reader when the query is loaded), or a loaded DataFrame's (df.schema carries its pin).")
 
 
 class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):
