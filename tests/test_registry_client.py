@@ -248,6 +248,8 @@ def test_a_pin_carried_from_load_is_taken_as_it_is_without_asking_the_registry(d
 @pytest.mark.parametrize("extra, message", [
     ({"value.subject.version": "0"}, "'value.subject.version' must be a version number of the subject"),
     ({"value.subject.version": "two"}, "'value.subject.version' must be a version number"),
+    ({"value.subject.version": "\u00b2"}, "'value.subject.version' must be a version number"),  # str.isdigit: True
+    ({"value.subject.version": "\u0661"}, "'value.subject.version' must be a version number"),  # int() reads it as 1
     ({"value.decode.mode": "DROPMALFORMED"}, "'value.decode.mode'"),
     ({"value.decode": "false", "value.decode.mode": "PERMISSIVE"}, "'value.decode.mode' applies to the decoded"),
     ({"value.decode": "false", "value.subject.version": "1"}, "'value.subject.version' chooses the reader schema"),
