@@ -21,7 +21,7 @@ import logging
 import uuid
 
 import pytest
-from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
+from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_json_string
 
 from kafkasync_dev.testing.registry_double import RegistryDouble, avro_schema, serving
 from kafkasync_source.config.errors import KafkaSyncOptionError
@@ -232,3 +232,41 @@ def test_a_restart_on_another_reader_advises_only_what_can_be_done(scene, scene_
     with pytest.raises(KafkaSyncOptionError) as failure:
         reader._offset(checkpoint)
     assert advice in str(failure.value)
+
+
+@pytest.mark.parametrize("mode, column, message", [
+    ("PERMISSIVE", None, "has column 10 none, where the source gives valueDecodeError string"),
+    ("FAILFAST", StructField("valueDecodeError", StringType()), "has column 10 valueDecodeError string, where the "
+                                                                "source gives none"),
+])
+def test_a_schema_given_must_hold_the_decode_error_column_exactly_where_the_mode_adds_it(scene, mode, column, message):
+    """Under PERMISSIVE the executors add ``valueDecodeError`` beside ``valueDecoded``; a schema
+    given without it (or with it under FAILFAST) was taken, and each batch then failed on the
+    executors with Arrow's 'Schema and number of arrays unequal', naming neither option nor column."""
+    double, options = scene
+    options = {**options, "value.decode.mode": mode, "value.subject.version": "1"}
+    double.register_schema("orders-value", avro_schema(V1))
+    loaded = without_pins(KafkaSyncDataSource({**options, "value.decode.mode": "FAILFAST"}).schema())
+    given = StructType([*loaded.fields, *([column] if column else [])])
+    with pytest.raises(KafkaSyncOptionError, match=f"the schema given {message}"):
+        KafkaSyncDataSource(options).reader(given)
+
+
+def test_a_schema_given_must_hold_the_sources_columns_in_its_order(scene):
+    """Spark takes a Python source's columns by position: a schema given with ``valueDecoded``
+    before ``keyDecoded`` (one type: key and value written with one schema) was taken, and every
+    row then held the key's decoded value as valueDecoded and the value's as keyDecoded."""
+    double, options = scene
+    options = {**options, "key.format": "avro-confluent", "key.decode": "true", "value.subject.version": "1",
+               "key.subject.version": "1"}
+    double.register_schema("orders-value", avro_schema(V1))
+    double.register_schema("orders-key", avro_schema(V1))
+    loaded = {field.name: field for field in without_pins(KafkaSyncDataSource(options).schema()).fields}
+    order = [*(name for name in loaded if not name.endswith("Decoded")), "valueDecoded", "keyDecoded"]
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        KafkaSyncDataSource(options).reader(StructType([loaded[name] for name in order]))
+    assert str(failure.value) == (
+        "kafkasync: the schema given has column 9 valueDecoded struct<id:bigint,amount:double>, where the source gives "
+        "keyDecoded struct<id:bigint,amount:double>: Spark takes a source's columns by position, so a schema given must "
+        "be the source's columns in its order (key, value, topic, partition, offset, timestamp, timestampType, "
+        "eventTime, keyDecoded, valueDecoded). Give no schema, or a loaded DataFrame's df.schema.")

@@ -17,7 +17,7 @@ from kafkasync_source.formats.options import ReaderPin
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
-from kafkasync_source.spark.schema import carried_pins, check_decoded_type, decoded_fields, kafka_schema
+from kafkasync_source.spark.schema import carried_pins, check_decoded_type, check_given_columns, source_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
@@ -142,12 +142,7 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         # The reader schemas are pinned here, once per query, and carried in the schema's
         # metadata to the processes that run streamReader()/reader() (spark/schema.py).
         options = self._parse(streaming=None)
-        event_time_format = options.event_time.value_format if options.event_time is not None else None
-        decoded = [field for f in options.decoded_formats for field in decoded_fields(f, f.spark_type())]
-        return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
-                            include_event_time=options.event_time is not None,
-                            event_time_pin=event_time_format.pin if event_time_format is not None else None,
-                            decoded=decoded)
+        return source_schema(options, {f.part: f.spark_type() for f in options.decoded_formats})
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True, schema=schema), schema)
@@ -170,6 +165,7 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         for format_options in options.decoded_formats:
             if format_options.part not in pins:
                 check_decoded_type(format_options, schema)
+        check_given_columns(options, schema)
         return options
 
 
