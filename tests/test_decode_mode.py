@@ -118,3 +118,28 @@ def test_a_column_of_records_that_all_decode_has_a_null_error_column(scene):
     policy = DecodePolicy(options, arrow_type(options).field("valueDecoded").type)
     values, errors = policy(messages([framed(schema_id, {"id": i, "amount": 0.5}) for i in range(3)]))
     assert values.to_pylist() == [{"id": i, "amount": 0.5} for i in range(3)] and errors.null_count == 3
+
+
+def test_failfast_names_the_first_record_that_cannot_be_decoded_whether_its_key_or_its_value(monkeypatch):
+    """Key and value both decoded (FAILFAST): the failure names the first record in offset order
+    whose key or value cannot be decoded, as from_avro on both columns fails at the first row. Before,
+    every key of a consume() batch was decoded before any value, so a bad key at offset 102 was
+    named though the value at offset 101 could not be decoded."""
+    monkeypatch.setattr(decode_policy, "_LOGGED", set())
+    url = f"http://127.0.0.1:1/{uuid.uuid4().hex}"
+    double = RegistryDouble()
+    with serving(double, RegistrySettings(url)):
+        schema_id = double.register_schema("orders-value", avro_schema(json.dumps(ORDER)))
+        double.register_schema("orders-key", avro_schema(json.dumps(ORDER)))
+        options = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "orders",
+                                 "schema.registry.url": url, "value.format": "avro-confluent", "value.decode": "true",
+                                 "key.format": "avro-confluent", "key.decode": "true"}, streaming=True)
+        schema = arrow_schema(kafka_schema(False, decoded=[field for f in options.decoded_formats
+                                                           for field in decoded_fields(f, f.spark_type())]))
+        columns = _Columns("orders", False, decoders=[DecodePolicy(f, schema.field(f"{f.part}Decoded").type)
+                                                       for f in options.decoded_formats])
+        good = framed(schema_id, {"id": 1, "amount": 2.5})
+        records = [Message(topic="orders", partition=3, offset=100 + i, key=key, value=value, timestamp=(1, T))
+                   for i, (key, value) in enumerate([(good, good), (good, b"{}"), (b"{}", good)])]
+        with pytest.raises(KafkaSyncFormatError, match=r"^kafkasync: orders-3 offset 101: the value cannot be decoded"):
+            columns.extend(records)

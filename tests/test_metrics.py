@@ -169,6 +169,29 @@ def test_listener_adds_up_observed_decode_errors_per_query_and_shows_the_reader_
     assert len(warnings) == 1 and warnings[0].startswith("kafkasync query q1 batch 2: 3 record(s) could not be decoded")
 
 
+def test_a_batch_that_follows_an_idle_trigger_is_added_to_the_totals():
+    """What Spark 4.3 hands a listener when a stream idles between two batches (seen through
+    Spark, test below): batch 1's progress; then, at each idle trigger, ``onQueryIdle``, whose
+    ``query.lastProgress`` is a no-data progress already numbered as the *next* batch (2), without
+    observed metrics; then batch 2's progress with its counts. Before, batch 2 counted as 'seen
+    twice' (the previous update was numbered 2 too) and was left out of ``decode_errors_total``."""
+    listener = KafkaSyncListener()
+    end = SyncOffset({A: PartitionOffset(3)}).to_json()
+    latest = {"kafkasync": 1, "givenUp": [], "waitingOn": [], "partitions": {}}
+
+    def counts(not_framed):
+        return {"kafkasync_decode_errors": {"valueNotFramed": not_framed, "valueUnknownSchema": 0, "valueMalformed": 0,
+                                            "valueIncompatible": 0, "valueUndecodable": not_framed}}
+
+    def idle(next_batch_id):
+        return {**progress(next_batch_id, end, end, latest), "numInputRows": 0, "observedMetrics": {}}
+
+    for payload in ({**progress(1, end, end, latest), "observedMetrics": counts(2)}, idle(2), idle(2),
+                    {**progress(2, end, end, latest), "observedMetrics": counts(3)}, idle(3)):
+        listener._update(payload)
+    assert listener.latest("q1").decode_errors_total["valueNotFramed"] == 5
+
+
 # ----------------------------------------------------------------- end to end (embedded Kafka)
 
 
@@ -257,6 +280,50 @@ def _committed_once_past(cluster, group: str, topic: str, offset: int) -> list |
     finally:
         consumer.close()
     return committed if committed[0].offset == offset else None
+
+
+def test_the_listener_adds_up_decode_errors_of_batches_between_idle_triggers(
+        spark, kafka_cluster, topic_factory, schema_registry_url, tmp_path, listener):
+    """A stream that idles between two batches of records that cannot be decoded (PERMISSIVE,
+    observe_decode_errors): the listener's total is every record of both. Spark 4.3 reports idle
+    triggers through onQueryIdle, whose lastProgress is numbered as the next batch; before,
+    that batch's own progress then looked seen already, and its records were not added."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from kafkasync_source.metrics.decode_errors import observe_decode_errors
+
+    topic = topic_factory(1)
+    SchemaRegistryClient({"url": schema_registry_url}).register_schema(f"{topic}-value", Schema(json.dumps(
+        {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}), "AVRO"))
+    idle_triggers, batches_seen = [], []
+    report_idle, report_progress = listener.onQueryIdle, listener.onQueryProgress
+
+    def idle(event):
+        report_idle(event)
+        idle_triggers.append(event)
+
+    def progressed(event):
+        report_progress(event)
+        batches_seen.append(event.progress.batchId)
+
+    listener.onQueryIdle, listener.onQueryProgress = idle, progressed
+    kafka_cluster.produce(topic, [Record(0, BASE_TS, None, b"{}") for _ in range(2)])
+    frame = (spark.readStream.format("kafkasync").option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("schema.registry.url", schema_registry_url).option("value.format", "avro-confluent")
+             .option("value.decode", "true").option("value.decode.mode", "PERMISSIVE").load())
+    query = (observe_decode_errors(frame).writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        wait_for(query, lambda: any(p.numInputRows for p in query.recentProgress), timeout=240)  # Python workers start
+        wait_for(query, lambda: len(idle_triggers) >= 2)
+        kafka_cluster.produce(topic, [Record(0, BASE_TS, None, b"{}") for _ in range(3)])
+        wait_for(query, lambda: sum(p.numInputRows for p in query.recentProgress) == 5)
+        last = max(p.batchId for p in query.recentProgress if p.numInputRows)
+        wait_for(query, lambda: last in batches_seen)  # the listener has taken that batch's progress
+    finally:
+        query.stop()
+    assert listener.latest(query.id).decode_errors_total["valueNotFramed"] == 5
 
 
 def test_wait_forever_never_enforces_and_shows_why_it_waits(spark, kafka_cluster, topic_factory,

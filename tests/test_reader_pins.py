@@ -21,7 +21,7 @@ import logging
 import uuid
 
 import pytest
-from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
+from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_json_string
 
 from kafkasync_dev.testing.registry_double import RegistryDouble, avro_schema, serving
 from kafkasync_source.config.errors import KafkaSyncOptionError
@@ -71,18 +71,48 @@ def test_the_reader_pinned_at_load_is_the_one_every_later_reader_reads_with(scen
     assert sum(double.calls.values()) == asked, "the registry is not asked for the latest again"
 
 
+def without_pins(schema: StructType) -> StructType:
+    """A schema as a user writes it for ``.schema(...)``: the same columns, no metadata."""
+    return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
+
+
 def test_a_schema_the_user_gives_is_pinned_at_start_and_its_decoded_column_checked(scene):
     double, options = scene
     double.register_schema("orders-value", avro_schema(V1))
-    loaded = KafkaSyncDataSource(options).schema()
-    given = StructType([StructField(f.name, f.dataType, f.nullable) for f in loaded.fields])  # no metadata
+    given = without_pins(KafkaSyncDataSource(options).schema())
     double.register_schema("orders-value", avro_schema(V2))
-    with pytest.raises(KafkaSyncOptionError, match=(
-            r"the schema given has valueDecoded struct<id:bigint,amount:double>, and value.format=avro-confluent "
-            r"read as subject 'orders-value' version 2 \(schema id 2\) decodes into struct<id:bigint,price:double>")):
-        KafkaSyncDataSource(options).streamReader(given)
+    mismatch = (r"the schema given has valueDecoded struct<id:bigint,amount:double>, and value.format=avro-confluent "
+                r"read as subject 'orders-value' version 2 \(schema id 2\) decodes into struct<id:bigint,price:double>")
+    with pytest.raises(KafkaSyncOptionError, match=mismatch):
+        KafkaSyncDataSource(options).reader(given)
+    with pytest.raises(KafkaSyncOptionError, match=mismatch):
+        KafkaSyncDataSource({**options, "value.subject.version": "2"}).streamReader(given)
     reader = KafkaSyncDataSource({**options, "value.subject.version": "1"}).streamReader(given)
     assert reader._options.value_format.pin == ReaderPin("orders-value", 1, 1)
+
+
+@pytest.mark.parametrize("decode", ["true", "false"])
+def test_a_stream_given_a_schema_without_pins_names_its_readers_version(scene, decode):
+    """A schema the user gives carries no pin, and a stream's source runner and its read planner
+    each parse the options in their own process when the query starts: under 'latest', a version
+    registered in between was read with by one and not the other (the offsets recording one id,
+    the executors decoding with another; with eventTime.field alone, no column type to catch it).
+    A batch read pins in one process, and takes the latest."""
+    double, options = scene
+    options = {**options, "value.decode": decode}
+    double.register_schema("orders-value", avro_schema(V1))
+    given = without_pins(KafkaSyncDataSource(options).schema())
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        KafkaSyncDataSource(options).streamReader(given)
+    assert str(failure.value) == (
+        "kafkasync: the schema given to this stream (readStream.schema(...)) carries no reader schema for the value, "
+        "and 'value.subject.version' is latest: the query's processes each take the subject's latest when they "
+        "start, and could read as different versions. Name the version with 'value.subject.version' (now 1), or give "
+        "no schema (the source pins the reader when the query is loaded), or a loaded DataFrame's (df.schema "
+        "carries its pin).")
+    assert KafkaSyncDataSource({**options, "value.subject.version": "1"}).streamReader(given)._options.reader_pins == {
+        "value": ReaderPin("orders-value", 1, 1)}
+    assert KafkaSyncDataSource(options).reader(given)._options.reader_pins == {"value": ReaderPin("orders-value", 1, 1)}
 
 
 def recorded(pin: dict) -> dict:
@@ -135,3 +165,108 @@ def test_a_restart_whose_recorded_reader_is_gone_from_the_registry_names_it(scen
     with pytest.raises(KafkaSyncOptionError, match=rf"version 1 \(schema id {v1}\) \(schema id {v1} is no longer in "
                                                    rf"the registry at {options['schema.registry.url']}\), and this"):
         reader._offset(checkpoint)
+
+
+def test_a_reader_deleted_for_good_after_load_fails_the_readers_naming_it_the_querys_reader(scene):
+    """The pin outlives the registry's copy: a process that starts after the reader's version was
+    deleted for good (an executor, the source runner) cannot fetch it. It fails naming the pinned
+    reader and what to do, not as if a record's id were unknown (before: ``UnknownSchema: the
+    registry at ... has no schema id 1``, an invalid time's error with no word of the reader)."""
+    from kafkasync_source.executor.decode_policy import DecodePolicy
+    from kafkasync_source.formats.registry import KafkaSyncFormatError
+    from kafkasync_source.spark.schema import arrow_schema
+
+    double, options = scene
+    v1 = double.register_schema("orders-value", avro_schema(V1))
+    schema = through_the_jvm(KafkaSyncDataSource(options).schema())
+    double.register_schema("orders-value", avro_schema(V2))
+    double.delete_version("orders-value", 1)
+    double.delete_version("orders-value", 1, permanent=True)
+    settings = RegistrySettings(options["schema.registry.url"])
+    expected = (f"kafkasync: the reader schema of value.format=avro-confluent, subject 'orders-value' version 1 "
+                f"(schema id {v1}), pinned when the query was loaded, is no longer in the Schema Registry at "
+                f"{settings.display_url}: load the query again to read as the subject's version now, or name one "
+                "with 'value.subject.version'.")
+    with serving(double, settings):  # a process that starts now: nothing fetched yet
+        reader = KafkaSyncDataSource(options).streamReader(schema)
+        value_format = reader._options.value_format
+        with pytest.raises(KafkaSyncFormatError) as decoding:
+            DecodePolicy(value_format, arrow_schema(schema).field("valueDecoded").type)
+        with pytest.raises(KafkaSyncFormatError) as asked:
+            value_format.reader_schema()  # what every reader of the value asks first
+    assert str(decoding.value) == str(asked.value) == expected
+
+
+@pytest.mark.parametrize("scene_change, advice", [
+    ("gone", "The checkpoint's reader can no longer be read as: set 'value.subject.version' to 2 to move the query "
+             "to subject 'orders-value' version 2 (schema id 2)"),
+    ("other subject", "Set 'value.subject' to 'orders-value' and 'value.subject.version' to 1 to read as the "
+                      "checkpoint did, or 'value.subject.version' to 1 to move the query to subject 'orders-next' "
+                      "version 1 (schema id 2)"),
+    ("other registry", "Version 1 of subject 'orders-value' is another schema than when the checkpoint was written "
+                       "(another registry, or the subject deleted and registered again), so no version reads as the "
+                       "checkpoint did: set 'value.subject.version' to 1 to move the query to subject 'orders-value' "
+                       "version 1 (schema id 2)"),
+])
+def test_a_restart_on_another_reader_advises_only_what_can_be_done(scene, scene_change, advice):
+    """The restart's message names what reads as the checkpoint did, and that must exist: before,
+    it always said 'set value.subject.version to <the checkpoint's version>', which fails where
+    the recorded version is gone, reads another subject's version where the subject changed, and
+    names the new schema again where the same version number is another schema now."""
+    double, options = scene
+    if scene_change == "other registry":  # the checkpoint was written against a registry whose ids differ
+        other = double.register_schema("payments-value", avro_schema(V1.replace("Order", "Payment")))
+        double.register_schema("orders-value", avro_schema(V1))
+        checkpoint = recorded({"subject": "orders-value", "version": 1, "id": other})
+    else:
+        v1 = double.register_schema("orders-value", avro_schema(V1))
+        checkpoint = recorded({"subject": "orders-value", "version": 1, "id": v1})
+    if scene_change == "gone":
+        double.register_schema("orders-value", avro_schema(V2))
+        double.delete_version("orders-value", 1)
+        double.delete_version("orders-value", 1, permanent=True)
+    elif scene_change == "other subject":
+        double.register_schema("orders-next", avro_schema(V2))
+        options = {**options, "value.subject": "orders-next"}
+    reader = KafkaSyncDataSource(options).streamReader(through_the_jvm(KafkaSyncDataSource(options).schema()))
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        reader._offset(checkpoint)
+    assert advice in str(failure.value)
+
+
+@pytest.mark.parametrize("mode, column, message", [
+    ("PERMISSIVE", None, "has column 10 none, where the source gives valueDecodeError string"),
+    ("FAILFAST", StructField("valueDecodeError", StringType()), "has column 10 valueDecodeError string, where the "
+                                                                "source gives none"),
+])
+def test_a_schema_given_must_hold_the_decode_error_column_exactly_where_the_mode_adds_it(scene, mode, column, message):
+    """Under PERMISSIVE the executors add ``valueDecodeError`` beside ``valueDecoded``; a schema
+    given without it (or with it under FAILFAST) was taken, and each batch then failed on the
+    executors with Arrow's 'Schema and number of arrays unequal', naming neither option nor column."""
+    double, options = scene
+    options = {**options, "value.decode.mode": mode, "value.subject.version": "1"}
+    double.register_schema("orders-value", avro_schema(V1))
+    loaded = without_pins(KafkaSyncDataSource({**options, "value.decode.mode": "FAILFAST"}).schema())
+    given = StructType([*loaded.fields, *([column] if column else [])])
+    with pytest.raises(KafkaSyncOptionError, match=f"the schema given {message}"):
+        KafkaSyncDataSource(options).reader(given)
+
+
+def test_a_schema_given_must_hold_the_sources_columns_in_its_order(scene):
+    """Spark takes a Python source's columns by position: a schema given with ``valueDecoded``
+    before ``keyDecoded`` (one type: key and value written with one schema) was taken, and every
+    row then held the key's decoded value as valueDecoded and the value's as keyDecoded."""
+    double, options = scene
+    options = {**options, "key.format": "avro-confluent", "key.decode": "true", "value.subject.version": "1",
+               "key.subject.version": "1"}
+    double.register_schema("orders-value", avro_schema(V1))
+    double.register_schema("orders-key", avro_schema(V1))
+    loaded = {field.name: field for field in without_pins(KafkaSyncDataSource(options).schema()).fields}
+    order = [*(name for name in loaded if not name.endswith("Decoded")), "valueDecoded", "keyDecoded"]
+    with pytest.raises(KafkaSyncOptionError) as failure:
+        KafkaSyncDataSource(options).reader(StructType([loaded[name] for name in order]))
+    assert str(failure.value) == (
+        "kafkasync: the schema given has column 9 valueDecoded struct<id:bigint,amount:double>, where the source gives "
+        "keyDecoded struct<id:bigint,amount:double>: Spark takes a source's columns by position, so a schema given must "
+        "be the source's columns in its order (key, value, topic, partition, offset, timestamp, timestampType, "
+        "eventTime, keyDecoded, valueDecoded). Give no schema, or a loaded DataFrame's df.schema.")

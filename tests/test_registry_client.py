@@ -32,6 +32,7 @@ from kafkasync_source.formats import registry as registry_module
 from kafkasync_source.formats.options import ReaderPin
 from kafkasync_source.formats.registry import (
     UNKNOWN_ANSWERS_BURST,
+    UNKNOWN_ANSWERS_PER_S,
     UNKNOWN_RETRY_S,
     KafkaSyncFormatError,
     RegistrySettings,
@@ -104,6 +105,26 @@ def test_unframed_payloads_naming_ids_nobody_registered_cost_a_bounded_number_of
             with pytest.raises(UnknownSchema):
                 known.schema(schema_id)
         assert double.calls["get_schema"] == UNKNOWN_ANSWERS_BURST + 5
+
+
+def test_unknown_ids_that_recur_cost_the_same_bounded_requests_once_their_answer_expires(double, clock):
+    """The same stray payloads again and again (a topic whose unframed values start with byte 0
+    and name 100 ids in turn, each met every second): once an id's 'unknown' is older than
+    UNKNOWN_RETRY_S, asking it again is an ask like any other, within the budget. Before, an
+    expired answer was asked again outside it: N such ids cost N requests every 30 s (10,000 ids:
+    333 a second per process), where the docs promise about one a second."""
+    strays = range(10_000, 10_100)
+    with serving(double, settings(), clock) as known:
+        seconds = 600
+        for _ in range(seconds):
+            clock.now += 1
+            for schema_id in strays:
+                try:
+                    known.schema(schema_id)
+                except UnknownSchema:
+                    continue
+                raise AssertionError(f"schema id {schema_id} is known")
+        assert double.calls["get_schema"] <= UNKNOWN_ANSWERS_BURST + seconds * UNKNOWN_ANSWERS_PER_S
 
 
 def test_ids_the_registry_knows_spend_nothing_of_the_budget_for_unknown_ones(double, clock):
@@ -227,6 +248,8 @@ def test_a_pin_carried_from_load_is_taken_as_it_is_without_asking_the_registry(d
 @pytest.mark.parametrize("extra, message", [
     ({"value.subject.version": "0"}, "'value.subject.version' must be a version number of the subject"),
     ({"value.subject.version": "two"}, "'value.subject.version' must be a version number"),
+    ({"value.subject.version": "\u00b2"}, "'value.subject.version' must be a version number"),  # str.isdigit: True
+    ({"value.subject.version": "\u0661"}, "'value.subject.version' must be a version number"),  # int() reads it as 1
     ({"value.decode.mode": "DROPMALFORMED"}, "'value.decode.mode'"),
     ({"value.decode": "false", "value.decode.mode": "PERMISSIVE"}, "'value.decode.mode' applies to the decoded"),
     ({"value.decode": "false", "value.subject.version": "1"}, "'value.subject.version' chooses the reader schema"),
@@ -292,6 +315,24 @@ def test_the_double_answers_every_call_kafkasync_makes_as_apicurio_does(schema_r
     assert answers(RegistryDouble(), subject) == real
     assert ("error", 404, 40403, "Schema N not found.") in real and ("error", 404, 40402, "Version 7 not found.") in real
     assert ("error", 404, 40401, "Subject 'S-none' not found.") in real
+
+
+def test_whether_the_registry_still_holds_an_id_is_asked_of_it_not_of_the_clients_cache(schema_registry_url):
+    """A restart names a recorded reader that is gone for good (spark/stream_reader.py); the process
+    may have fetched that id before, and confluent-kafka's ``get_schema`` answers an id it fetched
+    from its cache for the client's life (``_sync/schema_registry_client.py``: ``get_schema_by_id``
+    first). Before, ``holds`` asked it that way and answered True for an id deleted for good."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    subject = f"holds-{uuid.uuid4().hex}-value"
+    admin = SchemaRegistryClient({"url": schema_registry_url})
+    schema_id = admin.register_schema(subject, avro_schema(V1.replace("Order", "Held")))
+    known = registry_module.Registry(settings(schema_registry_url))
+    assert known.schema(schema_id).schema_str and known.holds(schema_id) is True
+    admin.delete_version(subject, 1)
+    assert known.holds(schema_id) is True  # a soft delete keeps the id
+    admin.delete_version(subject, 1, permanent=True)
+    assert known.holds(schema_id) is False
 
 
 def test_the_double_down_raises_what_the_client_raises_for_a_registry_that_does_not_answer():

@@ -81,7 +81,8 @@ def _subject_version(lowered: Mapping[str, str], part: str) -> Optional[int]:
     value = lowered.get(f"{part}.subject.version", LATEST).strip()
     if value.lower() == LATEST:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= _MAX_VERSION:
+    # ASCII digits only: str.isdigit() also takes '²' (int() then raises) and '١' (int() reads 1).
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= _MAX_VERSION:
         raise KafkaSyncOptionError(
             f"Option '{part}.subject.version' must be a version number of the subject (1, 2, ...) or "
             f"'{LATEST}'; got {value!r}.")

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
-from kafkasync_source.formats.decoded import Undecodable
+from kafkasync_source.formats.decoded import DecodedColumn, Undecodable
 from kafkasync_source.formats.options import FAILFAST, FormatOptions
 from kafkasync_source.formats.registry import KafkaSyncFormatError
 
@@ -48,12 +48,28 @@ class DecodePolicy:
         """How many columns a call gives."""
 
     def __call__(self, records: list) -> tuple[pa.Array, ...]:
-        decoded = self._decode(records)
+        """This part's columns for ``records`` alone (:func:`decoded_columns` takes every part)."""
+        return self.columns(records, self.decode(records))
+
+    def decode(self, records: list) -> DecodedColumn:
+        """The format's answer for ``records``: values, and the rows it could not decode."""
+        return self._decode(records)
+
+    def first_failure(self, records: list, decoded: DecodedColumn) -> Optional[tuple[int, str]]:
+        """Under FAILFAST, the first undecodable row and the message that fails the query; else None."""
+        if self._options.decode_mode != FAILFAST or not decoded.undecodable:
+            return None
+        first = decoded.undecodable[0]
+        return first.row, self._failure(records[first.row], first)
+
+    def columns(self, records: list, decoded: DecodedColumn) -> tuple[pa.Array, ...]:
+        """The decoded column (and under PERMISSIVE the error column): raises KafkaSyncFormatError
+        under FAILFAST where a row could not be decoded."""
         if not decoded.undecodable:
             return (decoded.values,) if self.width == 1 else (decoded.values, pa.nulls(len(records), pa.string()))
-        first = decoded.undecodable[0]
-        if self._options.decode_mode == FAILFAST:
-            raise KafkaSyncFormatError(self._failure(records[first.row], first))
+        failure = self.first_failure(records, decoded)
+        if failure is not None:
+            raise KafkaSyncFormatError(failure[1])
         self._log_first_of_each_kind(records, decoded.undecodable)
         errors: list[Any] = [None] * len(records)
         for row in decoded.undecodable:
@@ -83,6 +99,19 @@ class DecodePolicy:
                 "PERMISSIVE), and this worker logs no more records of this kind: count them with "
                 "observe_decode_errors (docs/formats.md).", _where(records[row.row]), part,
                 self._options.describe_reader(), error_text(row), part, part)
+
+
+def decoded_columns(policies: Sequence[DecodePolicy], records: list) -> list[pa.Array]:
+    """Every decoded part's columns for ``records`` (key first, then value). Under FAILFAST the
+    record named is the first in the records' order whose key or value cannot be decoded, as
+    ``from_avro`` over both columns fails at the first row: each part is decoded whole before the
+    failures are compared."""
+    answers = [(policy, policy.decode(records)) for policy in policies]
+    failures = [failure for policy, decoded in answers
+                if (failure := policy.first_failure(records, decoded)) is not None]
+    if failures:
+        raise KafkaSyncFormatError(min(failures, key=lambda failure: failure[0])[1])
+    return [array for policy, decoded in answers for array in policy.columns(records, decoded)]
 
 
 def error_text(row: Undecodable) -> str:

@@ -40,7 +40,7 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
-from kafkasync_source.executor.decode_policy import DecodePolicy
+from kafkasync_source.executor.decode_policy import DecodePolicy, decoded_columns
 from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
@@ -707,7 +707,7 @@ class _Columns:
             # The driver planned the batch with the same function (event_time/seam.py); a record
             # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
             self.event_times.extend(self._event_time.times_of(records, values))
-        arrays = [array for decode in self._decoders for array in decode(records)]
+        arrays = decoded_columns(self._decoders, records)
         for column, array in zip(self.decoded, arrays):
             column.append(array)
 

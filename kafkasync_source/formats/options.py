@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from kafkasync_source.formats.decoded import DecodedColumn
-from kafkasync_source.formats.registry import EXTRA, RegistrySettings, registry
+from kafkasync_source.formats.registry import EXTRA, KafkaSyncFormatError, RegistrySettings, UnknownSchema, registry
 
 AVRO, PROTOBUF, JSON_SCHEMA = "avro-confluent", "protobuf-confluent", "json-schema-confluent"
 FORMAT_NAMES = (AVRO, PROTOBUF, JSON_SCHEMA)
@@ -160,13 +160,24 @@ class FormatOptions:
     def reader_schema(self) -> Optional[Any]:
         """The pinned reader schema (``confluent_kafka.schema_registry.Schema``), or None. The
         process's registry learns that records are read as the subject (a writer id of no version
-        of it is warned about once, formats/registry.py)."""
+        of it is warned about once, formats/registry.py). KafkaSyncFormatError naming the pin where
+        the registry no longer has it: a process that starts after the reader was deleted for good
+        cannot read as it (and a record's unknown id, an invalid time, is another matter)."""
         if self.reader_schema_id is None:
             return None
         known = registry(self.registry)
         if self.subject is not None:
             known.reading(self.subject)
-        return known.schema(self.reader_schema_id)
+        try:
+            return known.schema(self.reader_schema_id)
+        except UnknownSchema:
+            pin = self.pin
+            raise KafkaSyncFormatError(
+                f"kafkasync: the reader schema of {self.describe()}, "
+                + (pin.describe() if pin is not None else f"schema id {self.reader_schema_id}")
+                + f", pinned when the query was loaded, is no longer in the Schema Registry at "
+                f"{self.registry.display_url}: load the query again to read as the subject's version now, or "
+                f"name one with '{self.version_option}'.") from None
 
     def _codec(self) -> Any:
         """The format's module, imported on first use (its decoders are the optional extra)."""

@@ -11,9 +11,10 @@ seen before; a new id is retried by the client with backoff (its ``max.retries``
 and the URL. An id the registry answers it does not know (HTTP 404, error 40403) is unknown: the
 records that carry it have an invalid time, and an undecodable value (formats/decoded.py). The
 answer is kept for :data:`UNKNOWN_RETRY_S` and then asked again (a replica may not have read a
-schema registered a moment ago); a process asks about ids it never met only while the registry
-has not answered "unknown" too often (:data:`UNKNOWN_ANSWERS_BURST`), so stray payloads that
-happen to start with byte 0 cost no request per record. Both caches are bounded (least recently
+schema registered a moment ago); a process asks about an id it never met, or one whose
+"unknown" has expired, only while the registry has not answered "unknown" too often
+(:data:`UNKNOWN_ANSWERS_BURST`), so stray payloads that happen to start with byte 0 cost no
+request per record, however often they recur. Both caches are bounded (least recently
 used first out), and a writer schema whose references do not resolve is remembered as failing
 like an unknown id.
 
@@ -128,7 +129,8 @@ followers learn new schemas by reading the ``_schemas`` topic, Apicurio's KafkaS
 its own topic, so a reader that asks a lagging replica right after a producer registered gets
 404. Within 30 s a replica has caught up (it lags by its poll of a Kafka topic, milliseconds to
 seconds) and the id's records decode again; meanwhile an id that never existed (a stray payload
-that starts with byte 0) costs a process at most one request per 30 s."""
+that starts with byte 0) costs a process at most one request per 30 s, and all such ids together
+no more than :data:`UNKNOWN_ANSWERS_PER_S` allows."""
 KNOWN_CAPACITY = 1_000
 """Writer schemas kept per process and registry, least recently used dropped first (and fetched
 again when met again). confluent-kafka's client keeps its own copy of each schema it fetched."""
@@ -136,8 +138,9 @@ UNKNOWN_CAPACITY = 10_000
 """Ids remembered unknown (or failing) per process and registry, least recently used dropped first."""
 UNKNOWN_ANSWERS_BURST = 20
 UNKNOWN_ANSWERS_PER_S = 1.0
-"""A process asks the registry about ids it has never met as long as the registry has not
-answered "unknown" more than 20 times in a burst, refilled at one a second: garbage framed by
+"""A process asks the registry about ids it has never met (or met unknown over
+:data:`UNKNOWN_RETRY_S` ago) as long as the registry has not answered "unknown" more than 20
+times in a burst, refilled at one a second: garbage framed by
 chance (a payload that starts with byte 0 and four random bytes) then costs about one request a
 second, however many records hold it, while a topic of many writer schemas is never held back
 by them (an answer that knows the id spends nothing). An id not asked is unknown for now, and
@@ -189,7 +192,10 @@ class Registry:
             if found is not None:
                 return found
             failing = self._failing.get(key)
-            if failing is not None and self._clock() - failing[0] < UNKNOWN_RETRY_S:
+            # An id asked again once its answer is old spends the budget as a new one does:
+            # stray payloads recur, and their ids would otherwise each cost a request per 30 s.
+            if failing is not None and (self._clock() - failing[0] < UNKNOWN_RETRY_S
+                                        or not self._unknown_answers.available()):
                 # A new exception each time: one raised again and again grows its traceback.
                 raise type(failing[1])(*failing[1].args) from None
             if failing is None and not self._unknown_answers.available():
@@ -221,9 +227,12 @@ class Registry:
 
     def holds(self, schema_id: int) -> Optional[bool]:
         """Whether the registry has the id now (asked, never from this process's cache: a schema
-        fetched before may have been deleted since); None if it cannot be asked."""
+        fetched before may have been deleted since); None if it cannot be asked. Asked as
+        ``GET /schemas/ids/{id}/versions``, which confluent-kafka's client does not cache (its
+        ``get_schema`` answers an id it fetched once from its cache for good): 404 for an id
+        deleted for good, an answer (empty for an id only soft-deleted) while the id is held."""
         try:
-            self._client.get_schema(schema_id)
+            self._client.get_schema_versions(schema_id)
         except Exception as err:  # noqa: BLE001 - sorted below
             return False if getattr(err, "http_status_code", None) == 404 else None
         return True

@@ -213,6 +213,10 @@ class SyncMetrics:
     decode_errors_total: Mapping[str, int] = field(default_factory=dict)
     """The same, added up over the batches this listener saw of the query (observed metrics are
     per batch and not checkpointed: a restarted query counts from 0, with a new listener)."""
+    decode_errors_batch_id: Optional[int] = None
+    """The last batch whose counts ``decode_errors_total`` holds: a batch's progress may come
+    twice (``onQueryIdle`` re-reads ``lastProgress``), and an idle trigger's progress already
+    carries the next batch's id, without counts, so ``batch_id`` cannot tell what was added."""
 
 
 def parse_source_progress(source: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -238,9 +242,11 @@ def metrics_from_progress(
     found = []
     decode_errors = _decode_errors(progress, decode_errors_name)
     totals = dict(previous.decode_errors_total) if previous is not None else {}
-    if decode_errors and (previous is None or previous.batch_id != progress.get("batchId")):
+    counted = previous.decode_errors_batch_id if previous is not None else None
+    if decode_errors and counted != progress.get("batchId"):
         for name, count in decode_errors.items():
             totals[name] = totals.get(name, 0) + count
+        counted = progress.get("batchId")
     for source in progress.get("sources", []):
         parsed = parse_source_progress(source)
         if parsed is None:
@@ -280,6 +286,7 @@ def metrics_from_progress(
                 reader_schemas=end.get("readerSchemas", {}),
                 decode_errors=decode_errors,
                 decode_errors_total=totals,
+                decode_errors_batch_id=counted,
             )
         )
     return found

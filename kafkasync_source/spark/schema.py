@@ -16,13 +16,14 @@ column (and ``eventTime``, for ``eventTime.field``) carries its part's pin under
 :data:`READER_SCHEMA_KEY`, and the readers take it from there (tests/test_formats_registry.py
 shows a version registered between ``load()`` and ``start()`` unused). It also shows in
 ``df.schema``. A schema the user gives (``.schema(...)``) carries none: the reader is then
-pinned when the query starts, and its type checked against the columns given.
+pinned when the query starts, and its type checked against the columns given; a stream must
+then name the version (``<part>.subject.version``), as its runner and its planner pin apart.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -32,6 +33,7 @@ from pyspark.sql.types import (
     DataType,
     IntegerType,
     LongType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -40,6 +42,9 @@ from pyspark.sql.types import (
 
 from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.formats.options import ReaderPin
+
+if TYPE_CHECKING:
+    from kafkasync_source.config.options import SourceOptions
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -75,6 +80,17 @@ def kafka_schema(
         fields.append(StructField("partitionTime", TimestampType()))
     fields.extend(decoded)
     return StructType(fields)
+
+
+def source_schema(options: "SourceOptions", decoded_types: Mapping[str, DataType]) -> StructType:
+    """The columns the source gives for ``options``, in order; ``decoded_types``: by part
+    (``value``, ``key``), the type of its decoded column (its reader's ``spark_type()``)."""
+    event_time_format = options.event_time.value_format if options.event_time is not None else None
+    decoded = [field for f in options.decoded_formats for field in decoded_fields(f, decoded_types[f.part])]
+    return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
+                        include_event_time=options.event_time is not None,
+                        event_time_pin=event_time_format.pin if event_time_format is not None else None,
+                        decoded=decoded)
 
 
 def decoded_fields(format_options: Any, spark_type: DataType) -> list[StructField]:
@@ -128,6 +144,29 @@ def check_decoded_type(format_options: Any, schema: StructType) -> None:
             f"kafkasync: the schema given has {has}, and {format_options.describe_reader()} decodes into "
             f"{expected.simpleString()}: give no schema (the source pins the reader when the query is loaded "
             "and types the column after it), or this type.")
+
+
+def check_given_columns(options: "SourceOptions", schema: StructType) -> None:
+    """Fail, naming the first column that differs, where a schema handed to a reader does not
+    hold the source's columns in the source's order: Spark takes a Python source's columns by
+    position, so a given ``StructType([value, key, ...])`` read the keys as values, and
+    ``keyDecoded``/``valueDecoded`` of one type swapped silently. The decoded columns' types
+    are :func:`check_decoded_type`'s (or the pin's) to check; here only their place."""
+    given = [(field.name, field.dataType) for field in schema.fields]
+    types = dict(given)
+    expected = [(field.name, field.dataType) for field in source_schema(
+        options, {f.part: types.get(decoded_column(f), NullType()) for f in options.decoded_formats}).fields]
+    if given == expected:
+        return
+    at = next((index for index, (a, b) in enumerate(zip(given, expected)) if a != b), min(len(given), len(expected)))
+
+    def shown(columns: list[tuple[str, DataType]]) -> str:
+        return f"{columns[at][0]} {columns[at][1].simpleString()}" if at < len(columns) else "none"
+
+    raise KafkaSyncOptionError(
+        f"kafkasync: the schema given has column {at + 1} {shown(given)}, where the source gives {shown(expected)}: "
+        f"Spark takes a source's columns by position, so a schema given must be the source's columns in its order "
+        f"({', '.join(name for name, _ in expected)}). Give no schema, or a loaded DataFrame's df.schema.")
 
 
 def _pin_metadata(part: str, pin: ReaderPin) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import pkgutil
 import tempfile
 import uuid
 import warnings
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import pyspark
 from pyspark.sql import SparkSession
@@ -17,10 +17,11 @@ from kafkasync_source.config.client_config import SPARK_OPTIONS_REDACTION_REGEX
 from kafkasync_source.config.errors import KafkaSyncOptionError
 from kafkasync_source.config.options import SourceOptions, parse_options
 from kafkasync_source.driver.offset_reader import OffsetReader
+from kafkasync_source.formats.options import ReaderPin
 from kafkasync_source.spark.executor_import import RANGE_READER_MODULE, RebuiltAfterImport
 from kafkasync_source.spark.input_partitions import KafkaRanges, plan_input_partitions
 from kafkasync_source.spark.python_worker import landed_in_worker
-from kafkasync_source.spark.schema import carried_pins, check_decoded_type, decoded_fields, kafka_schema
+from kafkasync_source.spark.schema import carried_pins, check_decoded_type, check_given_columns, source_schema
 from kafkasync_source.spark.stream_reader import KafkaSyncStreamReader
 
 
@@ -145,12 +146,7 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         # The reader schemas are pinned here, once per query, and carried in the schema's
         # metadata to the processes that run streamReader()/reader() (spark/schema.py).
         options = self._parse(streaming=None)
-        event_time_format = options.event_time.value_format if options.event_time is not None else None
-        decoded = [field for f in options.decoded_formats for field in decoded_fields(f, f.spark_type())]
-        return kafka_schema(options.include_headers, include_partition_time=options.include_partition_time,
-                            include_event_time=options.event_time is not None,
-                            event_time_pin=event_time_format.pin if event_time_format is not None else None,
-                            decoded=decoded)
+        return source_schema(options, {f.part: f.spark_type() for f in options.decoded_formats})
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaSyncStreamReader(self._parse(streaming=True, schema=schema), schema)
@@ -168,10 +164,31 @@ class KafkaSyncDataSource(RebuiltAfterImport, DataSource):
         except ValueError as err:
             raise KafkaSyncOptionError(f"kafkasync: {err}") from None
         options = parse_options(self.options, streaming=streaming, reader_pins=pins)
+        if streaming:
+            _refuse_latest_pinned_twice(options, pins)
         for format_options in options.decoded_formats:
             if format_options.part not in pins:
                 check_decoded_type(format_options, schema)
+        check_given_columns(options, schema)
         return options
+
+
+def _refuse_latest_pinned_twice(options: SourceOptions, carried: Mapping[str, ReaderPin]) -> None:
+    """A stream whose schema was given without pins (``readStream.schema(...)``) pins each part's
+    reader where ``streamReader`` runs: in the source's runner and, apart from it, in the read
+    planner whose reader goes to the executors, each when the query starts. Under ``latest`` a
+    version registered in between would be read with by one of them only (the offsets recording
+    one id, the executors decoding with another), so the version must be named."""
+    for format_options in (options.key_format, options.value_format):
+        if (format_options is None or format_options.pin is None or format_options.part in carried
+                or format_options.subject_version is not None):
+            continue
+        raise KafkaSyncOptionError(
+            f"kafkasync: the schema given to this stream (readStream.schema(...)) carries no reader schema for the "
+            f"{format_options.part}, and '{format_options.version_option}' is latest: the query's processes each take "
+            "the subject's latest when they start, and could read as different versions. Name the version with "
+            f"'{format_options.version_option}' (now {format_options.pin.version}), or give no schema (the source "
+            "pins the reader when the query is loaded), or a loaded DataFrame's (df.schema carries its pin).")
 
 
 class KafkaSyncBatchReader(RebuiltAfterImport, DataSourceReader):

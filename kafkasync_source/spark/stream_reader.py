@@ -189,12 +189,12 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
                         "to %s; the checkpoint records it from the next batch.", format_options.version_option,
                         pin.version, part, before.describe(), pin.describe())
                 continue
+            gone = _gone(format_options, before)
             raise KafkaSyncOptionError(
                 f"kafkasync: this checkpoint's {part}s were decoded with the reader schema {before.describe()}"
-                f"{_gone(format_options, before)}, and this query was loaded with {pin.describe()}, the subject's "
-                f"latest (its columns have that version's types). Set '{format_options.version_option}' to "
-                f"{before.version} to read as the checkpoint did, or to {pin.version} to move the query to the "
-                "new version (docs/formats.md, 'Moving a running query to a new reader schema')."
+                f"{gone}, and this query was loaded with {pin.describe()}, the subject's latest (its columns have "
+                f"that version's types). {_restart_advice(format_options, before, pin, gone=bool(gone))} "
+                "(docs/formats.md, 'Moving a running query to a new reader schema')."
             )
 
     def _check_legacy_plan(self, spark_start: SyncOffset, end: dict) -> None:
@@ -238,6 +238,24 @@ class KafkaSyncStreamReader(RebuiltAfterImport, DataSourceStreamReader, Supports
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def _restart_advice(format_options: FormatOptions, recorded: ReaderPin, loaded: ReaderPin, *, gone: bool) -> str:
+    """What a restart on another reader than its checkpoint's can be told to do: keep the recorded
+    reader where options can still name it, or move to the loaded one (one sentence, no full stop)."""
+    option = format_options.version_option
+    move = f"'{option}' to {loaded.version} to move the query to {loaded.describe()}"
+    if gone:
+        return f"The checkpoint's reader can no longer be read as: set {move}"
+    if recorded.subject != loaded.subject:
+        return (f"Set '{format_options.part}.subject' to {recorded.subject!r} and '{option}' to {recorded.version} to "
+                f"read as the checkpoint did, or {move}")
+    if recorded.version == loaded.version:
+        return (f"Version {loaded.version} of subject {loaded.subject!r} is another schema than when the checkpoint "
+                "was written (another registry, or the subject deleted and registered again), so no version reads "
+                f"as the checkpoint did: set {move}")
+    return (f"Set '{option}' to {recorded.version} to read as the checkpoint did, or to {loaded.version} to move the "
+            "query to the new version")
 
 
 def _gone(format_options: FormatOptions, recorded: ReaderPin) -> str:
