@@ -159,13 +159,7 @@ reader schema registered after it as the subject's latest, or None: the writer i
 records, unions as (branch name, value) tuples, as fastavro writes a named branch)."""
 
 
-AVRO_REWRITE = pytest.mark.xfail(reason="issue 61 items 2 and 3: the Avro decoder before its rewrite reads a reader's "
-                                         "timestamp-millis over a writer's long as micros, converts no reader "
-                                         "default, and fails a long in [int, long, string]; drop this mark when "
-                                         "the rewrite lands", strict=False)
-
-
-@pytest.mark.parametrize("case", [pytest.param(case, marks=AVRO_REWRITE) for case in sorted(AVRO_CASES)])
+@pytest.mark.parametrize("case", sorted(AVRO_CASES))
 def test_avro_unions_and_evolutions_decode_as_from_avro(format_kafka, bootstrap_servers, schema_registry_url,  # noqa: F811
                                                         topic_factory, case):
     if not has_spark_avro(format_kafka):

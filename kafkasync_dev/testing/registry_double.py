@@ -169,6 +169,17 @@ def avro_schema(schema_str: str, references: tuple[SchemaReference, ...] = ()) -
     return Schema(schema_str, "AVRO", list(references))
 
 
+def _forget_decoders() -> None:
+    """Each ``serving`` block is a process that starts then: the decoders a process keeps, one per
+    query's options (formats/avro, formats/protobuf), hold what they fetched and the registry they
+    were made with, and a block must neither see another block's nor leave its own behind."""
+    from kafkasync_source.formats import avro, protobuf
+
+    avro._CODECS.clear()
+    avro._PATHS.clear()
+    protobuf._MESSAGES.clear()
+
+
 @contextlib.contextmanager
 def serving(double: RegistryDouble, settings: RegistrySettings, clock: Any = None) -> Iterator[Registry]:
     """This process's registry for ``settings`` (what every decoder and the option parser ask,
@@ -177,9 +188,11 @@ def serving(double: RegistryDouble, settings: RegistrySettings, clock: Any = Non
     installed = Registry(settings, client=double, **({"clock": clock} if clock is not None else {}))
     previous = registry_module._REGISTRIES.get(settings)
     registry_module._REGISTRIES[settings] = installed
+    _forget_decoders()
     try:
         yield installed
     finally:
+        _forget_decoders()
         if previous is None:
             registry_module._REGISTRIES.pop(settings, None)
         else:
