@@ -102,6 +102,7 @@ from __future__ import annotations
 import ast
 import re
 import struct
+import warnings
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from typing import Any, Callable, Optional
@@ -312,7 +313,9 @@ def canonical_time_source(recorded: str) -> str:
     from kafkasync_source.event_time.json_path import canonical_json_path  # see record_time()
 
     try:
-        path = ast.literal_eval(match["path"])
+        with warnings.catch_warnings():  # a recorded "\(" is read as the text it is, not warned about
+            warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+            path = ast.literal_eval(match["path"])
         if not isinstance(path, str):
             return recorded
         return f"{EVENT_TIME_OPTIONS[JSON_PATH]}={canonical_json_path(path)!r} as {match['format']}"
