@@ -103,11 +103,11 @@ class _Message:
 
 
 def test_records_without_timestamp_get_null_and_spark_type_minus_one():
-    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.executor.record_columns import RecordColumns
     from kafkasync_source.spark.schema import arrow_schema
 
     schema = arrow_schema(kafka_schema(include_headers=True))
-    columns = _Columns("t", include_headers=True)
+    columns = RecordColumns("t", include_headers=True)
     # confluent-kafka kinds: 0 not available, 1 CreateTime, 2 LogAppendTime
     columns.extend([_Message(0, 0, -1), _Message(1, 1, BASE_TS), _Message(2, 2, BASE_TS + 1)])
     rows = columns.to_batch(schema).to_pylist()
@@ -321,10 +321,10 @@ def test_the_pool_is_bounded_and_closes_idle_consumers():
 
 
 def test_a_timestamp_beyond_spark_timestamps_fails_naming_the_record():
-    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.executor.record_columns import RecordColumns
     from kafkasync_source.spark.schema import arrow_schema
 
-    columns = _Columns("t", include_headers=False)
+    columns = RecordColumns("t", include_headers=False)
     columns.extend([_Message(7, 1, BASE_TS), _Message(8, 1, 2**62)])
     with pytest.raises(ValueError, match=rf"t-0 offset 8 has timestamp {2**62} ms"):
         columns.to_batch(arrow_schema(kafka_schema(include_headers=False)))
