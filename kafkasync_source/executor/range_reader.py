@@ -32,13 +32,18 @@ from kafkasync_source.event_time import (
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
 from kafkasync_source.executor.consumer_settings import GUESSED_RECORD_BYTES, consumer_settings, prefetch_settings
+from kafkasync_source.executor.data_loss import (
+    DATA_LOSS_CODES,
+    partition_gone,
+    report_deleted,
+    skip_lost,
+    truncated_below_end,
+)
 from kafkasync_source.executor.decode_policy import DecodePolicy
 from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
 from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
-from kafkasync_source.kafka.errors import KafkaSyncDataLossError
-from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.spark.schema import arrow_schema, decoded_column
 
@@ -53,7 +58,6 @@ _MAX_TAIL_RECORDS = 100_000
 _TAIL_CHUNK = 64
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
-_DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
 _FATAL_CODES = (
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
@@ -130,7 +134,7 @@ class RangeReader:
         """Yields the range's batches; returns whether the consumer may be pooled, positioned
         at the range's end. After a data loss it may not: librdkafka then stands where the
         loss left it, not at the range's end (a log truncated below the end: at the log's
-        end; records deleted past the end: in state FETCH_NONE, see :meth:`_skip_lost`)."""
+        end; records deleted past the end: in state FETCH_NONE, see :func:`data_loss.skip_lost`)."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
         consumer = pooled.consumer
         # A later piece of a range split under eventTime.order=nonDecreasing: its partition time
@@ -191,15 +195,15 @@ class RangeReader:
                     # is an offset gap, unless the log was truncated below the range's end.
                     if event.offset() >= end:
                         next_offset = end
-                    elif self._truncated_below_end(consumer, kafka_range, next_offset):
+                    elif truncated_below_end(consumer, kafka_range, next_offset, self.fail_on_data_loss):
                         # What came after it in this call (the log growing again) lies in
                         # what was just skipped.
                         next_offset, lost = end, True
                         break
-                elif error.code() in _DATA_LOSS_CODES:
+                elif error.code() in DATA_LOSS_CODES:
                     # What this call returned after the error came before the new assignment
                     # (if any): the reader goes on from what the assignment fetches.
-                    next_offset, lost_some = self._skip_lost(consumer, kafka_range, next_offset)
+                    next_offset, lost_some = skip_lost(consumer, kafka_range, next_offset, self.fail_on_data_loss)
                     pooled.stash, lost, reached_end = [], lost or lost_some, False
                     break
                 elif error.fatal() or error.code() in _FATAL_CODES:
@@ -227,8 +231,8 @@ class RangeReader:
             elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
                 # librdkafka reports no error for a deleted partition: it only stops fetching.
                 gone_checked = time.monotonic()
-                if self._gone(consumer, kafka_range):
-                    self._deleted(kafka_range, next_offset)
+                if partition_gone(consumer, kafka_range):
+                    report_deleted(kafka_range, next_offset, self.fail_on_data_loss)
                     if len(columns):
                         yield columns.to_batch(self.arrow_schema)
                     return False
@@ -319,87 +323,6 @@ class RangeReader:
             messages, pooled.stash = pooled.stash[:count], pooled.stash[count:]
             return messages
         return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
-
-    @staticmethod
-    def _gone(consumer: Consumer, kafka_range: KafkaRange) -> bool:
-        """Whether the range's partition was deleted. Metadata that cannot be had (a broker
-        restarting, the cluster unreachable) says nothing: the range waits on, bounded by
-        kafkaConsumer.pollTimeoutMs. Failing here failed a query through a broker restart."""
-        try:
-            return bool(partitions_gone(consumer, [kafka_range.topic_partition]))
-        except KafkaException as err:
-            logger.info("kafkasync: could not tell whether %s-%d still exists (%s); reading on",
-                        kafka_range.topic, kafka_range.partition, err)
-            return False
-
-    def _truncated_below_end(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> bool:
-        """An end-of-partition event below the range's end: the log was truncated, or the event
-        is stale (a pooled consumer reached the log end before this range was planned). The
-        broker's high watermark tells which; while it cannot be had (a broker restarting), the
-        range reads on, and a later event asks again."""
-        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        try:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-        except KafkaException as err:
-            logger.info("kafkasync: could not read the log end of %s-%d (%s); reading on",
-                        kafka_range.topic, kafka_range.partition, err)
-            return False
-        if high >= kafka_range.end:
-            return False
-        self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")
-        return True
-
-    def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> tuple[int, bool]:
-        """The range's next offset is out of the log's range: fail, or continue where it can.
-        Returns the next offset, and whether records were lost (skipped).
-
-        Where the log holds every offset still to read, the error was stale (a fetch of a log
-        that has since been replaced): nothing is lost, the reader seeks again. Otherwise,
-        under ``auto.offset.reset=error``, librdkafka has stopped fetching the partition (state
-        FETCH_NONE, ``rd_kafka_offset_reset`` in rdkafka_offset.c) until it is assigned or
-        sought anew; with nothing of the range left to read it stays so, and only a closed
-        consumer is safe from it (a seek then answers _STATE, ``rd_kafka_toppar_seek`` in
-        rdkafka_partition.c)."""
-        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=10)
-        lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
-        if lost_from >= resume:
-            logger.info("kafkasync: %s-%d: a fetch error said offset %d is out of range, but "
-                        "the log holds [%d, %d): seeking again.", kafka_range.topic,
-                        kafka_range.partition, next_offset, low, high)
-            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, next_offset)])
-            return next_offset, False
-        self._data_lost(kafka_range, lost_from, resume, why)
-        if resume < kafka_range.end:
-            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
-        return resume, True
-
-    def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
-        """The partition was deleted with records of the range unread (see
-        ``SyncDriver._report_gone`` for the driver side)."""
-        message = (
-            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} no longer exists (topic "
-            f"deleted) while offsets [{next_offset}, {kafka_range.end}) were still to be read; "
-            "some data may have been missed."
-        )
-        if self.fail_on_data_loss:
-            raise KafkaSyncDataLossError(
-                message + " Set failOnDataLoss=false to drop deleted partitions and continue."
-            )
-        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
-
-    def _data_lost(self, kafka_range: KafkaRange, lost_from: int, lost_to: int, why: str) -> None:
-        """Offsets ``[lost_from, lost_to)`` of the range are gone: fail, or warn and skip them."""
-        message = (
-            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} offsets "
-            f"[{lost_from}, {lost_to}) of the range [{kafka_range.start}, {kafka_range.end}) "
-            f"are gone: {why}; records were lost (retention or log truncation)."
-        )
-        if self.fail_on_data_loss:
-            raise KafkaSyncDataLossError(
-                message + " Set failOnDataLoss=false to skip them with a warning."
-            )
-        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
 
 
 class _TailKey(NamedTuple):
@@ -510,10 +433,3 @@ def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[p
             steps.close()
             raise
 
-
-def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, int, str]:
-    """The offsets ``[from, to)`` of ``[next_offset, end)`` that a log ``[low, high)`` no longer
-    holds, and why: records deleted below the log start, or a log truncated below its end."""
-    if low > next_offset:
-        return next_offset, min(low, end), f"the log starts at offset {low}"
-    return max(next_offset, high), end, f"the log ends at offset {high}"
