@@ -110,11 +110,11 @@ def test_what_a_capped_range_fetched_past_its_end_is_kept_while_the_log_holds_it
     another worker too; once DeleteRecords removed records it holds, it is not read: the range
     reads from the new log start and names what was lost (the stash reverted in 351324d read
     them)."""
-    import kafkasync_source.executor.range_reader as range_reader
+    import kafkasync_source.executor.consumer_tails as consumer_tails
     from kafkasync_source.executor.range_tails import RangeTails
 
     tails = RangeTails(str(tmp_path / "tails"))
-    monkeypatch.setattr(range_reader, "TAILS", tails)
+    monkeypatch.setattr(consumer_tails, "TAILS", tails)
     topic = topic_factory(1)
     broker.produce(topic, [Record(0, NOW_MS + i, None, b"v" * 1000) for i in range(600)])
     reader = lenient_reader(bootstrap_servers, topic)

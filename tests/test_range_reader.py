@@ -558,7 +558,7 @@ def _steps(seen, fail=False):
 
 
 def test_the_collector_is_held_off_while_reading_and_as_found_between_batches():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     assert gc.isenabled()
     seen: list = []
@@ -574,7 +574,7 @@ def test_the_collector_is_held_off_while_reading_and_as_found_between_batches():
 
 
 def test_the_collector_is_restored_when_a_read_fails_or_is_closed_early():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     failing = collection_held(_steps([], fail=True))
     assert list(itertools.islice(failing, 2)) == ["a", "b"]
@@ -589,7 +589,7 @@ def test_the_collector_is_restored_when_a_read_fails_or_is_closed_early():
 
 
 def test_a_collector_the_user_disabled_stays_disabled():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     seen: list = []
     gc.disable()
@@ -627,11 +627,11 @@ def test_a_range_read_sets_off_no_collection_of_the_records_it_turns_into_a_batc
 @pytest.fixture
 def tails(tmp_path, monkeypatch):
     """The host's kept tails (executor/range_tails.py), in a directory of this test's own."""
-    import kafkasync_source.executor.range_reader as range_reader
+    import kafkasync_source.executor.consumer_tails as consumer_tails
     from kafkasync_source.executor.range_tails import RangeTails
 
     kept = RangeTails(str(tmp_path / "tails"))
-    monkeypatch.setattr(range_reader, "TAILS", kept)
+    monkeypatch.setattr(consumer_tails, "TAILS", kept)
     return kept
 
 

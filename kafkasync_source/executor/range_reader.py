@@ -13,11 +13,10 @@ the high watermark has then been seen, and a range never ends beyond the high wa
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Generator, Iterator, Mapping, NamedTuple, Optional, Union
+from typing import Generator, Iterator, Mapping, Optional, Union
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -31,7 +30,8 @@ from kafkasync_source.event_time import (
     record_time,
 )
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
-from kafkasync_source.executor.consumer_settings import GUESSED_RECORD_BYTES, consumer_settings, prefetch_settings
+from kafkasync_source.executor.consumer_settings import consumer_settings, prefetch_settings
+from kafkasync_source.executor.consumer_tails import TailKey, pause_keeping_tail, take_tail
 from kafkasync_source.executor.data_loss import (
     DATA_LOSS_CODES,
     partition_gone,
@@ -40,7 +40,7 @@ from kafkasync_source.executor.data_loss import (
     truncated_below_end,
 )
 from kafkasync_source.executor.decode_policy import DecodePolicy
-from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
+from kafkasync_source.executor.garbage_collection import collection_held
 from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
@@ -53,9 +53,6 @@ ARROW_BATCH_ROWS = 10_000
 """Rows per RecordBatch handed to Spark: large enough to amortise per-batch overhead."""
 
 _POLL_SLICE_S = 0.5
-_MAX_TAIL_RECORDS = 100_000
-"""A range's consumer holding more past its end (a live stream read while it grew) keeps none of it."""
-_TAIL_CHUNK = 64
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
 _FATAL_CODES = (
@@ -110,7 +107,7 @@ class RangeReader:
         scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
-            tails = _TailKey(scope, str(self.client_config.get("bootstrap.servers", "")), kafka_range.topic,
+            tails = TailKey(scope, str(self.client_config.get("bootstrap.servers", "")), kafka_range.topic,
                              kafka_range.partition)
             prefetch_bytes, sized = prefetch_settings(
                 kafka_range.end - kafka_range.start, POOL.record_bytes(kafka_range.topic), self.client_config)
@@ -124,13 +121,13 @@ class RangeReader:
                 # So does a consumer that could not be resumed: Spark's retry of the task
                 # then starts with a new one.
                 if poolable:
-                    _pause_keeping_tail(pooled, tails)
+                    pause_keeping_tail(pooled, tails)
                     POOL.release(key, pooled)
                 else:
                     pooled.consumer.close()
 
     def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange,
-              tails: "_TailKey") -> Generator[pa.RecordBatch, None, bool]:
+              tails: TailKey) -> Generator[pa.RecordBatch, None, bool]:
         """Yields the range's batches; returns whether the consumer may be pooled, positioned
         at the range's end. After a data loss it may not: librdkafka then stands where the
         loss left it, not at the range's end (a log truncated below the end: at the log's
@@ -252,7 +249,7 @@ class RangeReader:
         return not lost
 
     @classmethod
-    def _position(cls, pooled: PooledConsumer, kafka_range: KafkaRange, tails: "_TailKey", resumed: bool) -> None:
+    def _position(cls, pooled: PooledConsumer, kafka_range: KafkaRange, tails: TailKey, resumed: bool) -> None:
         """Make the consumer's next records the range's: where the pooled consumer stands (its
         position, its stash or what it queued), from the tail an earlier range of the partition
         kept (range_tails.py) and then fetching on after it, or fetching from the range's start.
@@ -265,10 +262,7 @@ class RangeReader:
             if not resumed:  # resumed already where time_before.py left it, with what it fetched queued
                 set_fetching(consumer, True)
             return
-        tail = TAILS.take(*tails, start)
-        if tail is not None and not _log_holds(consumer, kafka_range, tail):
-            TAILS.refused += 1
-            tail = None
+        tail = take_tail(consumer, kafka_range, tails)
         fetch_from = start if tail is None else tail.end
         pooled.stash = [] if tail is None else tail.records
         if pooled.position != fetch_from:
@@ -325,111 +319,6 @@ class RangeReader:
         return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
 
 
-class _TailKey(NamedTuple):
-    """Where the tails of one partition's ranges are kept (range_tails.py), bar the range's start."""
-
-    scope: str
-    cluster: str
-    topic: str
-    partition: int
-
-
-def _pause_keeping_tail(pooled: PooledConsumer, tails: _TailKey) -> None:
-    """Pause the consumer for the pool, keeping what it holds past the range just read (its
-    stash and what librdkafka has queued, taken without waiting) for the partition's next range
-    (range_tails.py): the pause purges librdkafka's queue. The consumer then stands after what
-    it held, or where an event leaves it in doubt at an unknown place (None): a next range
-    starting elsewhere assigns it anew.
-
-    The pause comes as soon as the queue is empty, the file after: an emptied queue is below
-    librdkafka's prefetch threshold, and its fetcher sends the next fetch within
-    ``fetch.queue.backoff.ms`` (1 ms here), whose answer, a whole producer batch, the pause drops.
-    ``consume`` empties librdkafka's queue before it builds the records it took, so the queue is
-    taken in small chunks: the one that empties it is built in microseconds, not milliseconds."""
-    start = pooled.position
-    if start is None or not _worth_a_tail(pooled, tails, start):
-        set_fetching(pooled.consumer, False)  # a stash stays with the consumer, for this worker
-        return
-    messages, pooled.stash = pooled.stash, []
-    while len(messages) <= _MAX_TAIL_RECORDS:
-        queued = pooled.consumer.consume(num_messages=_TAIL_CHUNK, timeout=0)
-        messages += queued
-        if len(queued) < _TAIL_CHUNK:
-            break
-    set_fetching(pooled.consumer, False)
-    if all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
-        return  # nothing past the range: the consumer stands at its end
-    # Every record up to the first event: an end-of-partition event says only that the
-    # records before it were all there was; any other leaves what follows it in doubt.
-    first_event = next((i for i, m in enumerate(messages) if m.error() is not None), len(messages))
-    records = messages[:first_event]
-    clean = all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF
-                for m in messages[first_event:]) and len(messages) <= _MAX_TAIL_RECORDS
-    if clean:
-        TAILS.keep(*tails, start, records)
-    pooled.position = records[-1].offset() + 1 if clean else None
-
-
-def _worth_a_tail(pooled: PooledConsumer, tails: _TailKey, start: int) -> bool:
-    """Whether the reader may hold enough past ``start`` to be kept (range_tails.MIN_TAIL_BYTES):
-    its stash (a kept tail's rest, records of the ``consume()`` that passed the range's end) and
-    what librdkafka queued, judged from the log end its last fetch answer gave (its cached high
-    watermark, no request) and the bytes per record of the topic's last range. A capped range's
-    reader holds the rest of the producer batch the range ended in, a live stream's about
-    nothing. Records taken from the queue and then not kept would be fetched again."""
-    held = record_bytes([m for m in pooled.stash if m.error() is None])
-    if held >= MIN_TAIL_BYTES:
-        return True
-    try:
-        _, high = pooled.consumer.get_watermark_offsets(KafkaTopicPartition(tails.topic, tails.partition),
-                                                        cached=True)
-    except KafkaException:
-        return False
-    return (high - start) * (POOL.record_bytes(tails.topic) or GUESSED_RECORD_BYTES) >= MIN_TAIL_BYTES
-
-
-def _log_holds(consumer: Consumer, kafka_range: KafkaRange, tail: Tail) -> bool:
-    """Whether the partition's log still holds every offset ``tail`` stands for: records fetched
-    earlier may have been deleted since (DeleteRecords, retention) or truncated away. A log
-    that cannot be asked counts as not holding it: the range then fetches, as without tails."""
-    tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-    try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-    except KafkaException as err:
-        logger.info("kafkasync: could not read the log start of %s-%d (%s); fetching its range afresh",
-                    kafka_range.topic, kafka_range.partition, err)
-        return False
-    return low <= tail.start and tail.end <= high
-
-
 def _new_consumer(settings: Mapping[str, object]) -> Consumer:
     return Consumer(with_python_logging(dict(settings)))
-
-
-def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[pa.RecordBatch, None, bool]:
-    """``steps`` run with Python's cyclic garbage collector held off, and their consumer (Spark's
-    worker, and the user's code in it) between two batches with it as it found it.
-
-    Every record ``consume()`` returns is a new ``Message`` the collector tracks, and the read
-    keeps thousands alive until they become a batch: at CPython's thresholds that set off a
-    young-generation collection every 700 allocations, each traversing objects it knows are
-    acyclic (freed by reference counting as soon as the batch is built). Collection is
-    re-enabled before each batch is handed on, and when ``steps`` raises or is closed; a
-    collector the consumer disabled stays disabled (``gc.isenabled`` is asked at every step)."""
-    while True:
-        held = gc.isenabled()
-        if held:
-            gc.disable()
-        try:
-            batch = next(steps)
-        except StopIteration as done:
-            return done.value
-        finally:
-            if held:
-                gc.enable()
-        try:
-            yield batch
-        except GeneratorExit:
-            steps.close()
-            raise
 
