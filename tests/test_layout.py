@@ -182,8 +182,6 @@ def test_the_benchmark_rules_see_what_they_judge():
 
 MAX_LINES = 650
 LONG_MODULES = {
-    # split pending (issue 63): to be split after the current work on it merges.
-    "kafkasync_source/executor/range_reader.py",
     # split pending (issue 63): issue 64's work is changing the embedded cluster's binding now.
     "kafkasync_dev/testing/mock_cluster.py",
 }

@@ -8,6 +8,13 @@ Offset gaps are normal in Kafka (transaction markers, compaction, aborted record
 may hold fewer records than ``end - start``. The reader therefore stops at whichever comes
 first: a record at or past ``end``, or the partition's end-of-log event (every record below
 the high watermark has then been seen, and a range never ends beyond the high watermark).
+
+This module is the read loop: where a pooled consumer starts, what each ``consume()`` brings,
+and when the range is done. What the loop leans on lives beside it, one concern a module:
+record_columns.py (records to Arrow columns), consumer_settings.py (the consumer's settings and
+prefetch), consumer_tails.py (what a consumer fetched past its range, kept for the next),
+data_loss.py (records gone from the log), garbage_collection.py (the collector held off),
+consumer_pool.py (consumers kept between tasks) and time_before.py (a split range's time).
 """
 
 from __future__ import annotations
@@ -25,10 +32,7 @@ from pyspark.sql.types import StructType
 
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import SourceOptions
-from kafkasync_source.event_time import (
-    EventTimeOptions,
-    record_time,
-)
+from kafkasync_source.event_time import EventTimeOptions, record_time
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
 from kafkasync_source.executor.consumer_settings import consumer_settings, prefetch_settings
 from kafkasync_source.executor.consumer_tails import TailKey, pause_keeping_tail, take_tail
