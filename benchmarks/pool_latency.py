@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, Optional
 
 from kafkasync_dev.testing import MockKafkaCluster, Record
 from kafkasync_source.config.options import parse_options
@@ -58,7 +58,7 @@ def resume_s(cluster: MockKafkaCluster, topic: str) -> float:
     cluster.produce(topic, [Record(0, BASE_TS + i, None, b"y") for i in range(10, 20)])
     started = time.perf_counter()
     set_fetching(consumer, True)
-    offsets: list[int] = []
+    offsets: list[Optional[int]] = []  # confluent-kafka types a Message's offset as optional
     while len(offsets) < 10:
         if time.perf_counter() - started > 60:
             raise AssertionError(f"{topic}: {len(offsets)} of the 10 records after 60 s")

@@ -89,7 +89,8 @@ def cpu_per_record(bootstrap: str, topic: str, partitions: int, records_per_part
 
     from kafkasync_source.config.options import parse_options
     from kafkasync_source.executor.consumer_pool import POOL
-    from kafkasync_source.executor.range_reader import KafkaRange, RangeReader, _Columns
+    from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
+    from kafkasync_source.executor.record_columns import RecordColumns
     from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
     total = partitions * records_per_partition
@@ -117,7 +118,7 @@ def cpu_per_record(bootstrap: str, topic: str, partitions: int, records_per_part
         try:
             started = time.process_time()
             for messages in batches:
-                columns = _Columns(topic, False)
+                columns = RecordColumns(topic, False)
                 columns.extend(messages)
                 columns.to_batch(schema)
             return time.process_time() - started

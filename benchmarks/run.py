@@ -36,8 +36,17 @@ import time
 import warnings
 from typing import Any, Optional
 
-from benchmarks import (async_bench, driver_memory, event_time, planner_bench, pool_latency, raw, skew, throughput,
-                        trigger_cost)
+from benchmarks import (
+    async_bench,
+    driver_memory,
+    event_time,
+    planner_bench,
+    pool_latency,
+    raw,
+    skew,
+    throughput,
+    trigger_cost,
+)
 from benchmarks.harness import results as results_file
 from benchmarks.harness.backlogs import produce_uniform
 from benchmarks.harness.brokers import with_registry
@@ -153,7 +162,7 @@ def _on_the_embedded_cluster(args: argparse.Namespace, results: dict[str, Any]) 
             for count in planner_bench.PARTITION_COUNTS}
         log("driver fetch rate (offsets and timestamps only)")
         results["driver_fetch_rps"] = planner_bench.driver_fetch_rps(bootstrap, topic)
-        _log("what a task waits for its pooled consumer")
+        log("what a task waits for its pooled consumer")
         results["pool_latency"] = pool_latency.measure()
 
         log("starting Spark (local[2]); warm-up query")

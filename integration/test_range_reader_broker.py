@@ -72,7 +72,7 @@ def test_records_deleted_under_a_consumer_in_the_middle_of_its_range(
     assert offsets([next(batches)]) == [0, 1, 2, 3, 4]
     for future in admin.delete_records([TopicPartition(topic, 0, 15)]).values():
         future.result(30)
-    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.data_loss"):
         assert offsets(batches) == [5]
     gone = [r.getMessage() for r in caplog.records if "are gone" in r.getMessage()]
     assert len(gone) == 1
@@ -110,11 +110,11 @@ def test_what_a_capped_range_fetched_past_its_end_is_kept_while_the_log_holds_it
     another worker too; once DeleteRecords removed records it holds, it is not read: the range
     reads from the new log start and names what was lost (the stash reverted in 351324d read
     them)."""
-    import kafkasync_source.executor.range_reader as range_reader
+    import kafkasync_source.executor.consumer_tails as consumer_tails
     from kafkasync_source.executor.range_tails import RangeTails
 
     tails = RangeTails(str(tmp_path / "tails"))
-    monkeypatch.setattr(range_reader, "TAILS", tails)
+    monkeypatch.setattr(consumer_tails, "TAILS", tails)
     topic = topic_factory(1)
     broker.produce(topic, [Record(0, NOW_MS + i, None, b"v" * 1000) for i in range(600)])
     reader = lenient_reader(bootstrap_servers, topic)
@@ -126,7 +126,7 @@ def test_what_a_capped_range_fetched_past_its_end_is_kept_while_the_log_holds_it
     pool.close_all()
     for future in admin.delete_records([TopicPartition(topic, 0, 250)], operation_timeout=30).values():
         future.result(30)
-    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.data_loss"):
         assert _scoped(bootstrap_servers, topic, reader, 200, 300) == list(range(250, 300))
     assert (tails.taken, tails.refused) == (2, 1)
     assert f"{topic}-0 offsets [200, 250) of the range [200, 300) are gone: the log starts at offset 250" in caplog.text

@@ -127,7 +127,7 @@ def test_a_short_ranges_consumer_fetches_an_eighth_of_it_once_its_queue_is_empty
     while the tail is taken: 19 of 64 capped ranges lost one with a 64 KiB queue, 3 with 1 KiB
     (Kafka 4.3.1, its debug log). What a fetch lost so costs is bounded by the range: about an
     eighth of it (a power of two), within 128 KiB and 1 MiB."""
-    from kafkasync_source.executor.range_reader import prefetch_settings
+    from kafkasync_source.executor.consumer_settings import prefetch_settings
 
     def empty_queue(fetch: int) -> tuple[int, dict[str, int]]:
         return 1024 + fetch, {"queued.max.messages.kbytes": 1, "max.partition.fetch.bytes": fetch}

@@ -25,7 +25,7 @@ from kafkasync_dev.testing.registry_double import RegistryDouble, avro_schema, s
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.executor import decode_policy
 from kafkasync_source.executor.decode_policy import DecodePolicy
-from kafkasync_source.executor.range_reader import _Columns
+from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.formats.registry import KafkaSyncFormatError, RegistrySettings
 from kafkasync_source.spark.schema import arrow_schema, decoded_fields, kafka_schema
 
@@ -91,7 +91,7 @@ def test_permissive_makes_it_null_and_says_why_beside_it(scene, caplog):
     schema = arrow_type(options)
     assert schema.names[-2:] == ["valueDecoded", "valueDecodeError"]
     good = framed(schema_id, {"id": 1, "amount": 2.5})
-    columns = _Columns("orders", False, decoders=[DecodePolicy(options, schema.field("valueDecoded").type)])
+    columns = RecordColumns("orders", False, decoders=[DecodePolicy(options, schema.field("valueDecoded").type)])
     with caplog.at_level(logging.WARNING, logger="kafkasync_source.executor.decode_policy"):
         columns.extend(messages([good, None, b"{\"id\": 3}", b"\x00\x00\x7f\xff\xf0" + good[5:], b"\x00\x01"]))
         columns.extend(messages([b"{\"id\": 4}", good]))
@@ -136,7 +136,7 @@ def test_failfast_names_the_first_record_that_cannot_be_decoded_whether_its_key_
                                  "key.format": "avro-confluent", "key.decode": "true"}, streaming=True)
         schema = arrow_schema(kafka_schema(False, decoded=[field for f in options.decoded_formats
                                                            for field in decoded_fields(f, f.spark_type())]))
-        columns = _Columns("orders", False, decoders=[DecodePolicy(f, schema.field(f"{f.part}Decoded").type)
+        columns = RecordColumns("orders", False, decoders=[DecodePolicy(f, schema.field(f"{f.part}Decoded").type)
                                                        for f in options.decoded_formats])
         good = framed(schema_id, {"id": 1, "amount": 2.5})
         records = [Message(topic="orders", partition=3, offset=100 + i, key=key, value=value, timestamp=(1, T))

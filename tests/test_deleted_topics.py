@@ -17,7 +17,8 @@ from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.options import parse_options
 from kafkasync_source.driver.fetcher import KafkaSyncFetchError
 from kafkasync_source.driver.sync_driver import SyncDriver
-from kafkasync_source.executor.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
+from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
+from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.planning.planner import NEVER_WAIT, WAIT_FOREVER, TopicPartition
 from kafkasync_source.spark.schema import kafka_schema
 

@@ -40,7 +40,7 @@ from kafkasync_source.event_time import (
 )
 from kafkasync_source.event_time.json_path import canonical_json_path
 from kafkasync_source.event_time.seam import _ExtractedTime
-from kafkasync_source.executor.range_reader import _Columns
+from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
@@ -313,7 +313,7 @@ def test_each_invalid_policy(on_invalid, timestamp, expected):
 # --- The executors' columns ------------------------------------------------------------------
 
 def columns_of(options: EventTimeOptions, values, *, partition_time=-1, partition_time_column=True):
-    columns = _Columns("orders", False, partition_time=partition_time, partition_time_column=partition_time_column,
+    columns = RecordColumns("orders", False, partition_time=partition_time, partition_time_column=partition_time_column,
                        event_time=record_time(options))
     columns.extend([record(value, offset=offset) for offset, value in enumerate(values)])
     schema = arrow_schema(kafka_schema(False, include_partition_time=partition_time_column,
@@ -368,7 +368,7 @@ def test_under_the_promise_a_write_time_standing_in_takes_no_part_in_it():
                 enumerate([b'{"ts": %d}' % (Y2020 + 1), b'{"ts": "2020-13-01"}', b'{"ts": %d}' % (Y2020 + 2)])]
     assert record_time(options).times_of(messages) == [Y2020 + 1, SKIPPED, Y2020 + 2], \
         "no part in planning: the driver neither buffers it nor takes it for a probe's answer"
-    columns = _Columns("orders", False, partition_time=-1, partition_time_column=True,
+    columns = RecordColumns("orders", False, partition_time=-1, partition_time_column=True,
                        event_time=record_time(options), check_order=True)
     columns.extend(messages)
     rows = columns.to_batch(arrow_schema(kafka_schema(False, include_partition_time=True,

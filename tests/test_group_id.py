@@ -11,6 +11,7 @@ from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.options import KafkaSyncOptionError, parse_options
+from kafkasync_source.executor.consumer_settings import consumer_settings
 from kafkasync_source.executor.range_reader import RangeReader
 from kafkasync_source.spark.schema import kafka_schema
 from kafkasync_source.spark.source import register
@@ -58,7 +59,7 @@ def test_empty_group_settings_are_refused(option):
 def test_executor_range_readers_carry_the_group_id():
     options = parse_options({**BASE, "groupIdPrefix": "team-b"}, streaming=True)
     reader = RangeReader.from_options(options, kafka_schema(options.include_headers))
-    assert reader._consumer_config()["group.id"] == "team-b-kafkasync"
+    assert consumer_settings(reader.client_config)["group.id"] == "team-b-kafkasync"
 
 
 def test_client_configs_not_made_by_parse_options_get_the_default_group():

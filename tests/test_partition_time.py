@@ -13,14 +13,14 @@ from test_range_reader import _Message
 
 from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.patience import PATIENCE_S
-from kafkasync_source.executor.range_reader import _Columns
+from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.spark.schema import arrow_schema, kafka_schema
 
 BASE_TS = 1_700_000_000_000
 SCHEMA = arrow_schema(kafka_schema(False, include_partition_time=True))
 
 
-def partition_times(columns: _Columns, timestamps: list[int]) -> list:
+def partition_times(columns: RecordColumns, timestamps: list[int]) -> list:
     # confluent-kafka's timestamp kinds: 0 not available, 1 CreateTime
     columns.extend([_Message(i, 0 if ts < 0 else 1, ts) for i, ts in enumerate(timestamps)])
     return [None if r["partitionTime"] is None else int(r["partitionTime"].timestamp() * 1000)
@@ -28,12 +28,12 @@ def partition_times(columns: _Columns, timestamps: list[int]) -> list:
 
 
 def test_out_of_order_records_and_a_record_without_a_timestamp():
-    columns = _Columns("t", False, partition_time=-1, partition_time_column=True)
+    columns = RecordColumns("t", False, partition_time=-1, partition_time_column=True)
     assert partition_times(columns, [-1, 50, 30, -1, 80, 60]) == [None, 50, 50, 50, 80, 80]
 
 
 def test_the_running_maximum_continues_from_the_start_and_across_arrow_batches():
-    columns = _Columns("t", False, partition_time=70, partition_time_column=True)
+    columns = RecordColumns("t", False, partition_time=70, partition_time_column=True)
     assert partition_times(columns, [50, 75]) == [70, 75]
     assert partition_times(columns, [60, -1]) == [75, 75], "the next RecordBatch of the range"
 

@@ -8,7 +8,8 @@ import pytest
 
 from kafkasync_dev.testing import Record
 from kafkasync_source.config.options import parse_options
-from kafkasync_source.executor.range_reader import KafkaRange, KafkaSyncDataLossError, RangeReader
+from kafkasync_source.executor.range_reader import KafkaRange, RangeReader
+from kafkasync_source.kafka.errors import KafkaSyncDataLossError
 from kafkasync_source.spark.schema import kafka_schema
 
 BASE_TS = 1_700_000_000_000
@@ -103,11 +104,11 @@ class _Message:
 
 
 def test_records_without_timestamp_get_null_and_spark_type_minus_one():
-    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.executor.record_columns import RecordColumns
     from kafkasync_source.spark.schema import arrow_schema
 
     schema = arrow_schema(kafka_schema(include_headers=True))
-    columns = _Columns("t", include_headers=True)
+    columns = RecordColumns("t", include_headers=True)
     # confluent-kafka kinds: 0 not available, 1 CreateTime, 2 LogAppendTime
     columns.extend([_Message(0, 0, -1), _Message(1, 1, BASE_TS), _Message(2, 2, BASE_TS + 1)])
     rows = columns.to_batch(schema).to_pylist()
@@ -321,17 +322,17 @@ def test_the_pool_is_bounded_and_closes_idle_consumers():
 
 
 def test_a_timestamp_beyond_spark_timestamps_fails_naming_the_record():
-    from kafkasync_source.executor.range_reader import _Columns
+    from kafkasync_source.executor.record_columns import RecordColumns
     from kafkasync_source.spark.schema import arrow_schema
 
-    columns = _Columns("t", include_headers=False)
+    columns = RecordColumns("t", include_headers=False)
     columns.extend([_Message(7, 1, BASE_TS), _Message(8, 1, 2**62)])
     with pytest.raises(ValueError, match=rf"t-0 offset 8 has timestamp {2**62} ms"):
         columns.to_batch(arrow_schema(kafka_schema(include_headers=False)))
 
 
 def test_data_loss_names_the_offsets_actually_lost():
-    from kafkasync_source.executor.range_reader import lost_offsets
+    from kafkasync_source.executor.data_loss import lost_offsets
 
     # Retention deleted [1000, 4000) of the range [1000, 9000): only those are lost.
     assert lost_offsets(1000, 9000, 4000, 12_000) == (1000, 4000, "the log starts at offset 4000")
@@ -349,7 +350,7 @@ def test_a_range_past_a_truncated_log_fails_or_warns_naming_the_lost_offsets(
     with pytest.raises(KafkaSyncDataLossError, match=rf"{topic}-0 offsets \[5, 9\) of the range \[5, 9\)"):
         read_rows(reader_for(kafka_cluster, topic), KafkaRange(topic, 0, 5, 9))
     lenient = reader_for(kafka_cluster, topic, failOnDataLoss="false")
-    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.data_loss"):
         assert read_rows(lenient, KafkaRange(topic, 0, 5, 9)) == []
     assert any(f"{topic}-0 offsets [5, 9)" in r.getMessage() for r in caplog.records)
 
@@ -402,6 +403,7 @@ def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster
     failed a query through a broker restart on a real Kafka 4.3.1 (integration/test_broker_faults.py)."""
     from confluent_kafka import KafkaException
 
+    from kafkasync_source.executor.data_loss import partition_gone
     from kafkasync_source.kafka import metadata
     from kafkasync_source.kafka.metadata import partitions_gone
 
@@ -414,9 +416,9 @@ def test_a_deletion_check_the_cluster_cannot_answer_is_no_deletion(fresh_cluster
         fresh_cluster.broker_down(1)
         with pytest.raises(KafkaException):
             partitions_gone(consumer, [kafka_range.topic_partition])
-        assert RangeReader._gone(consumer, kafka_range) is False
+        assert partition_gone(consumer, kafka_range) is False
         fresh_cluster.broker_up(1)
-        assert RangeReader._gone(consumer, kafka_range) is False
+        assert partition_gone(consumer, kafka_range) is False
     finally:
         consumer.close()
 
@@ -462,7 +464,7 @@ def test_a_consumer_whose_range_retention_deleted_is_closed_not_pooled(
     batches = reader.read(KafkaRange(topic, 0, 0, 10))
     assert next(batches).column("offset").to_pylist() == [0, 1, 2, 3, 4]  # offset 5 still queued
     kafka_cluster.delete_records(topic, 0, 15)  # retention: the next fetch, at 6, is out of range
-    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.data_loss"):
         assert [o for batch in batches for o in batch.column("offset").to_pylist()] == [5]
     assert [r.getMessage() for r in caplog.records if "are gone" in r.getMessage()] == [
         f"kafkasync: {topic}-0 offsets [6, 10) of the range [0, 10) are gone: the log starts at offset 15; "
@@ -556,7 +558,7 @@ def _steps(seen, fail=False):
 
 
 def test_the_collector_is_held_off_while_reading_and_as_found_between_batches():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     assert gc.isenabled()
     seen: list = []
@@ -572,7 +574,7 @@ def test_the_collector_is_held_off_while_reading_and_as_found_between_batches():
 
 
 def test_the_collector_is_restored_when_a_read_fails_or_is_closed_early():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     failing = collection_held(_steps([], fail=True))
     assert list(itertools.islice(failing, 2)) == ["a", "b"]
@@ -587,7 +589,7 @@ def test_the_collector_is_restored_when_a_read_fails_or_is_closed_early():
 
 
 def test_a_collector_the_user_disabled_stays_disabled():
-    from kafkasync_source.executor.range_reader import collection_held
+    from kafkasync_source.executor.garbage_collection import collection_held
 
     seen: list = []
     gc.disable()
@@ -625,11 +627,11 @@ def test_a_range_read_sets_off_no_collection_of_the_records_it_turns_into_a_batc
 @pytest.fixture
 def tails(tmp_path, monkeypatch):
     """The host's kept tails (executor/range_tails.py), in a directory of this test's own."""
-    import kafkasync_source.executor.range_reader as range_reader
+    import kafkasync_source.executor.consumer_tails as consumer_tails
     from kafkasync_source.executor.range_tails import RangeTails
 
     kept = RangeTails(str(tmp_path / "tails"))
-    monkeypatch.setattr(range_reader, "TAILS", kept)
+    monkeypatch.setattr(consumer_tails, "TAILS", kept)
     return kept
 
 
@@ -676,7 +678,7 @@ def test_a_kept_tail_whose_records_were_deleted_since_is_not_read(kafka_cluster,
     assert [r["offset"] for r in _scoped_rows(reader, topic, 0, 100)] == list(range(100))
     assert tails.kept == 1
     kafka_cluster.delete_records(topic, 0, 150)
-    with caplog.at_level("WARNING", logger="kafkasync_source.executor.range_reader"):
+    with caplog.at_level("WARNING", logger="kafkasync_source.executor.data_loss"):
         assert [r["offset"] for r in _scoped_rows(reader, topic, 100, 200)] == list(range(150, 200))
     assert (tails.taken, tails.refused) == (1, 1)
     assert f"{topic}-0 offsets [100, 150) of the range [100, 200) are gone: the log starts at offset 150" in caplog.text

@@ -1,7 +1,7 @@
 """What a range's reader fetched past its end, kept for the next range in any Python worker of
 the host (executor/range_tails.py). Pure: files only, no Kafka (the readers that keep and take
 tails are tested in test_range_reader.py, the log-start check on a real broker in
-integration/test_range_tails_broker.py)."""
+integration/test_range_reader_broker.py)."""
 
 from __future__ import annotations
 

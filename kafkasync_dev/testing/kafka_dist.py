@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 """The Kafka release ``make integration`` provisions when ``KAFKA_VERSION`` is not set."""
@@ -192,47 +192,30 @@ def maven_kafka(version: str = DEFAULT_KAFKA_VERSION, *, log=None) -> KafkaJars:
     return KafkaJars(libs)
 
 
-SPARK_CONNECTOR_POM = os.path.join(os.path.dirname(POM), "spark-kafka-connector.pom.xml")
+_MAVEN = os.path.dirname(POM)
+"""The poms each resolve one set of jars; their comments say which artifacts and why only those."""
 _SPARK_CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
                          "kafka-clients", "commons-pool2")
+SPARK_FUNCTIONS = {"spark-avro": "Spark's Avro functions", "spark-protobuf": "Spark's Protobuf functions"}
+"""The Spark modules :func:`maven_spark_functions` resolves, each by ``maven/<module>.pom.xml``:
+``from_avro``/``to_avro`` (Apache Avro itself is among Spark's jars) and ``from_protobuf``
+(protobuf-java shaded inside)."""
 
 
 def maven_spark_kafka_connector(spark_version: str, *, log=None) -> list[str]:
     """The jars that put Spark's own ``format("kafka")`` on ``spark.jars``, at
     ``spark_version`` (it must be the running PySpark's), resolved once into the cache."""
-    libs = _resolve(SPARK_CONNECTOR_POM, f"spark-kafka-{spark_version}",
-                    f"Spark's Kafka connector {spark_version} (org.apache.spark:spark-sql-kafka-0-10_2.13)",
-                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=" + ",".join(_SPARK_CONNECTOR_JARS)],
-                    log)
-    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+    return maven_jars("spark-kafka-connector.pom.xml", f"spark-kafka-{spark_version}",
+                      f"Spark's Kafka connector {spark_version} (org.apache.spark:spark-sql-kafka-0-10_2.13)",
+                      {"spark.version": spark_version}, _SPARK_CONNECTOR_JARS, log)
 
 
-SPARK_AVRO_POM = os.path.join(os.path.dirname(POM), "spark-avro.pom.xml")
-
-
-def maven_spark_avro(spark_version: str, *, log=None) -> list[str]:
-    """The jar that puts Spark's own ``from_avro``/``to_avro`` (``spark-avro_2.13``) on
-    ``spark.jars`` at ``spark_version`` (the running PySpark's), resolved once into the cache;
-    Apache Avro itself is among Spark's jars."""
-    libs = _resolve(SPARK_AVRO_POM, f"spark-avro-{spark_version}",
-                    f"Spark's Avro functions {spark_version} (org.apache.spark:spark-avro_2.13)",
-                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=spark-avro_2.13"], log)
-    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
-
-
-SPARK_PROTOBUF_POM = os.path.join(os.path.dirname(POM), "spark-protobuf.pom.xml")
-
-
-def maven_spark_protobuf(spark_version: str, *, log=None) -> list[str]:
-    """The jar that puts Spark's own ``from_protobuf`` (``spark-protobuf_2.13``, protobuf-java
-    shaded inside) on ``spark.jars`` at ``spark_version``, resolved once into the cache."""
-    libs = _resolve(SPARK_PROTOBUF_POM, f"spark-protobuf-{spark_version}",
-                    f"Spark's Protobuf functions {spark_version} (org.apache.spark:spark-protobuf_2.13)",
-                    [f"-Dspark.version={spark_version}", "-DincludeArtifactIds=spark-protobuf_2.13"], log)
-    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
-
-
-DELTA_SPARK_POM = os.path.join(os.path.dirname(POM), "delta-spark.pom.xml")
+def maven_spark_functions(module: str, spark_version: str, *, log=None) -> list[str]:
+    """The jar of Spark's own ``org.apache.spark:<module>_2.13`` (a :data:`SPARK_FUNCTIONS` key)
+    for ``spark.jars`` at ``spark_version`` (the running PySpark's), resolved once into the cache."""
+    return maven_jars(f"{module}.pom.xml", f"{module}-{spark_version}",
+                      f"{SPARK_FUNCTIONS[module]} {spark_version} (org.apache.spark:{module}_2.13)",
+                      {"spark.version": spark_version}, (f"{module}_2.13",), log)
 
 
 def maven_delta_spark(delta_version: str, spark_line: str, *, log=None) -> list[str]:
@@ -240,11 +223,19 @@ def maven_delta_spark(delta_version: str, spark_line: str, *, log=None) -> list[
     and its ``delta-storage`` for ``spark.jars``, resolved once into the cache. Only these two:
     the rest of its dependency tree (Hadoop, Jackson, Parquet, Scala) is Spark's own."""
     artifact = f"delta-spark_{spark_line}_2.13"
-    libs = _resolve(DELTA_SPARK_POM, f"delta-{delta_version}-spark{spark_line}",
-                    f"Delta Lake {delta_version} for Spark {spark_line} (io.delta:{artifact})",
-                    [f"-Ddelta.version={delta_version}", f"-Dspark.line={spark_line}",
-                     f"-DincludeArtifactIds={artifact},delta-storage"], log)
-    return sorted(os.path.join(libs, name) for name in os.listdir(libs) if name.endswith(".jar"))
+    return maven_jars("delta-spark.pom.xml", f"delta-{delta_version}-spark{spark_line}",
+                      f"Delta Lake {delta_version} for Spark {spark_line} (io.delta:{artifact})",
+                      {"delta.version": delta_version, "spark.line": spark_line}, (artifact, "delta-storage"), log)
+
+
+def maven_jars(pom: str, name: str, what: str, properties: Mapping[str, str], artifacts: Sequence[str],
+               log=None) -> list[str]:
+    """The jars of ``artifacts`` that ``maven/<pom>`` resolves with ``properties`` (``-D``), for
+    ``spark.jars``: copied once into ``<cache>/<name>/libs`` (:func:`_resolve`), ``what`` said."""
+    libs = _resolve(os.path.join(_MAVEN, pom), name, what,
+                    [*(f"-D{key}={value}" for key, value in properties.items()),
+                     "-DincludeArtifactIds=" + ",".join(artifacts)], log)
+    return sorted(os.path.join(libs, jar) for jar in os.listdir(libs) if jar.endswith(".jar"))
 
 
 def _resolve(pom: str, name: str, what: str, arguments: Sequence[str], log=None) -> str:

@@ -44,10 +44,20 @@ def stop_process_group(process: Optional[subprocess.Popen], timeout: float) -> N
         process.wait(30)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a server process this machine starts."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def tail_of_file(path: str) -> str:
+    """The last 2,000 bytes of a server's log, for the error that says it did not start."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()[-2000:].decode(errors="replace")
+    except OSError:
+        return "(no log)"
 
 
 @dataclass
@@ -91,16 +101,16 @@ class LocalKafkaBroker:
         self._sasl = sasl
         self._tls_keystore = tls_keystore
         self._tls_client_ca = tls_client_ca
-        self._sasl_ssl_port = _free_port() if tls_keystore else None
+        self._sasl_ssl_port = free_port() if tls_keystore else None
         self.sasl_ssl_bootstrap_servers = f"127.0.0.1:{self._sasl_ssl_port}" if tls_keystore else None
         self.node_id = node_id
         self._jvm = jvm
         self._overrides = dict(properties or {})
         self._dir = tempfile.mkdtemp(prefix="kafkasync-broker-")
-        self._port = _free_port()
-        self._quorum = quorum or Quorum(_cluster_id(), {node_id: _free_port()}, replication=1)
+        self._port = free_port()
+        self._quorum = quorum or Quorum(_cluster_id(), {node_id: free_port()}, replication=1)
         self._controller_port = self._quorum.voters[node_id]
-        self._sasl_port = _free_port() if sasl else None
+        self._sasl_port = free_port() if sasl else None
         self.bootstrap_servers = f"127.0.0.1:{self._port}"
         self.sasl_bootstrap_servers = f"127.0.0.1:{self._sasl_port}" if sasl else None
         self._process: Optional[subprocess.Popen] = None
@@ -271,11 +281,7 @@ class LocalKafkaBroker:
                            f"{timeout:.0f} s: {self._tail_of_log()}")
 
     def _tail_of_log(self) -> str:
-        try:
-            with open(os.path.join(self._dir, "server.out"), "rb") as handle:
-                return handle.read()[-2000:].decode(errors="replace")
-        except OSError:
-            return "(no log)"
+        return tail_of_file(os.path.join(self._dir, "server.out"))
 
 
 def _cluster_id() -> str:
@@ -330,7 +336,7 @@ class LocalKafkaCluster:
     leaderships within ``broker.session.timeout.ms``, 9 s)."""
 
     def __init__(self, distribution: KafkaDistribution, nodes: int = 3) -> None:
-        quorum = Quorum(_cluster_id(), {node: _free_port() for node in range(1, nodes + 1)}, replication=nodes)
+        quorum = Quorum(_cluster_id(), {node: free_port() for node in range(1, nodes + 1)}, replication=nodes)
         self.nodes = [LocalKafkaBroker(distribution, quorum=quorum, node_id=node, jvm=SMALL_BROKER_JVM,
                                        properties=self.NODE_PROPERTIES)
                       for node in quorum.voters]

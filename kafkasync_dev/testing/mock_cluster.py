@@ -23,16 +23,14 @@ Known limits of the mock (measured with librdkafka 2.16):
   records are *not* filtered for ``isolation.level=read_committed`` consumers.
 
 The mock API is experimental in librdkafka (no ABI guarantee); every symbol is
-resolved when the library is first loaded so a mismatch fails loudly.
+resolved when the library is first loaded so a mismatch fails loudly (librdkafka_mock.py holds
+that C side; this module is the cluster a test drives).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import enum
-import glob
-import os
 import threading
 import time
 import uuid
@@ -40,9 +38,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from kafkasync_dev.testing.librdkafka_mock import NativeHandles, check, load
 from kafkasync_dev.testing.patience import PATIENCE_S
 
-__all__ = ["ApiKey", "MockClusterError", "MockKafkaCluster", "MockRequest", "Record", "librdkafka_path"]
+__all__ = ["ApiKey", "MockKafkaCluster", "MockRequest", "Record", "produce_confirmed"]
 
 Headers = Union[Sequence[Tuple[str, Optional[bytes]]], Mapping[str, Optional[bytes]], None]
 
@@ -90,154 +89,6 @@ class ApiKey(enum.IntEnum):
     TXN_OFFSET_COMMIT = 28
 
 
-# --------------------------------------------------------------------------
-# librdkafka loading
-# --------------------------------------------------------------------------
-
-_lib_lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
-
-
-def librdkafka_path() -> str:
-    """Path of the librdkafka shared library that confluent_kafka itself uses."""
-    import confluent_kafka
-
-    pkg_dir = os.path.dirname(os.path.abspath(confluent_kafka.__file__))
-    site_dir = os.path.dirname(pkg_dir)
-    patterns = [
-        # manylinux wheels (auditwheel): site-packages/confluent_kafka.libs/
-        os.path.join(site_dir, "confluent_kafka.libs", "librdkafka*.so*"),
-        # macOS wheels (delocate): confluent_kafka/.dylibs/
-        os.path.join(pkg_dir, ".dylibs", "librdkafka*.dylib"),
-        os.path.join(pkg_dir, "*.libs", "librdkafka*"),
-        os.path.join(pkg_dir, "librdkafka*.so*"),
-    ]
-    for pattern in patterns:
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    # confluent_kafka built from source against a system librdkafka.
-    system = ctypes.util.find_library("rdkafka")
-    if system:
-        return system
-    raise RuntimeError(
-        "cannot find the librdkafka shared library used by confluent_kafka "
-        f"(looked under {site_dir}); install the confluent-kafka wheel"
-    )
-
-
-_c_void_p = ctypes.c_void_p
-_c_char_p = ctypes.c_char_p
-_c_int = ctypes.c_int
-_c_int16 = ctypes.c_int16
-_c_int32 = ctypes.c_int32
-_c_int64 = ctypes.c_int64
-_c_size_t = ctypes.c_size_t
-
-# name -> (restype, argtypes)
-_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
-    "rd_kafka_version_str": (_c_char_p, []),
-    "rd_kafka_err2str": (_c_char_p, [_c_int]),
-    "rd_kafka_err2name": (_c_char_p, [_c_int]),
-    "rd_kafka_conf_new": (_c_void_p, []),
-    "rd_kafka_conf_destroy": (None, [_c_void_p]),
-    "rd_kafka_conf_set": (_c_int, [_c_void_p, _c_char_p, _c_char_p, _c_char_p, _c_size_t]),
-    "rd_kafka_new": (_c_void_p, [_c_int, _c_void_p, _c_char_p, _c_size_t]),
-    "rd_kafka_destroy": (None, [_c_void_p]),
-    "rd_kafka_mock_cluster_new": (_c_void_p, [_c_void_p, _c_int]),
-    "rd_kafka_mock_cluster_destroy": (None, [_c_void_p]),
-    "rd_kafka_mock_cluster_bootstraps": (_c_char_p, [_c_void_p]),
-    "rd_kafka_mock_topic_create": (_c_int, [_c_void_p, _c_char_p, _c_int, _c_int]),
-    "rd_kafka_mock_topic_set_error": (None, [_c_void_p, _c_char_p, _c_int]),
-    "rd_kafka_mock_topic_delete": (_c_int, [_c_void_p, _c_char_p]),
-    "rd_kafka_mock_broker_set_down": (_c_int, [_c_void_p, _c_int32]),
-    "rd_kafka_mock_broker_set_up": (_c_int, [_c_void_p, _c_int32]),
-    "rd_kafka_mock_broker_set_rtt": (_c_int, [_c_void_p, _c_int32, _c_int]),
-    "rd_kafka_mock_partition_set_leader": (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int32]),
-    "rd_kafka_mock_clear_request_errors": (None, [_c_void_p, _c_int16]),
-    "rd_kafka_mock_start_request_tracking": (None, [_c_void_p]),
-    "rd_kafka_mock_stop_request_tracking": (None, [_c_void_p]),
-    "rd_kafka_mock_clear_requests": (None, [_c_void_p]),
-    "rd_kafka_mock_get_requests": (_c_void_p, [_c_void_p, ctypes.POINTER(_c_size_t)]),
-    "rd_kafka_mock_request_id": (_c_int32, [_c_void_p]),
-    "rd_kafka_mock_request_api_key": (_c_int16, [_c_void_p]),
-    "rd_kafka_mock_request_timestamp": (_c_int64, [_c_void_p]),
-    "rd_kafka_mock_request_destroy": (None, [_c_void_p]),
-}
-# Present in librdkafka >= 2.x; used when available.
-_OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
-    "rd_kafka_mock_push_request_errors_array": (
-        None,
-        [_c_void_p, _c_int16, _c_size_t, ctypes.POINTER(_c_int)],
-    ),
-    "rd_kafka_mock_request_destroy_array": (None, [_c_void_p, _c_size_t]),
-    # DeleteRecords on a mock partition (added in 2026; librdkafka 2.16 has it, 2.14 not).
-    "rd_kafka_mock_partition_delete_records": (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int64]),
-}
-
-
-def _load() -> ctypes.CDLL:
-    global _lib
-    with _lib_lock:
-        if _lib is not None:
-            return _lib
-        import confluent_kafka  # noqa: F401  (loads the very same library first)
-
-        lib = ctypes.CDLL(librdkafka_path())
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(lib, name)  # AttributeError => incompatible librdkafka
-            fn.restype = restype
-            fn.argtypes = argtypes
-        for name, (restype, argtypes) in _OPTIONAL_SIGNATURES.items():
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = restype
-                fn.argtypes = argtypes
-        # Variadic functions: only the fixed arguments are declared; callers
-        # pass the variadic ones as explicit ctypes.c_int values.
-        lib.rd_kafka_mock_push_request_errors.restype = None
-        lib.rd_kafka_mock_broker_push_request_error_rtts.restype = _c_int
-        partition_errors = getattr(lib, "rd_kafka_mock_partition_push_request_errors", None)
-        if partition_errors is not None:  # librdkafka 2.16 has it
-            partition_errors.restype = _c_int
-        _lib = lib
-        return lib
-
-
-class MockClusterError(RuntimeError):
-    """A mock-cluster call returned a librdkafka error code."""
-
-    def __init__(self, what: str, code: int):
-        lib = _load()
-        name = (lib.rd_kafka_err2name(code) or b"?").decode()
-        text = (lib.rd_kafka_err2str(code) or b"?").decode()
-        super().__init__(f"{what}: {name} ({code}): {text}")
-        self.code = code
-
-
-def _check(what: str, code: int) -> None:
-    if code:
-        raise MockClusterError(what, code)
-
-
-class _Handles:
-    """Native handles, kept apart from the cluster object so a weakref
-    finalizer can free them without keeping the cluster alive."""
-
-    def __init__(self, lib: ctypes.CDLL, rk: int, mcluster: int):
-        self.lib = lib
-        self.rk: Optional[int] = rk
-        self.mcluster: Optional[int] = mcluster
-
-    def destroy(self) -> None:
-        mcluster, rk = self.mcluster, self.rk
-        self.mcluster = self.rk = None
-        if mcluster:
-            self.lib.rd_kafka_mock_cluster_destroy(mcluster)
-        if rk:
-            self.lib.rd_kafka_destroy(rk)
-
-
 # Producer settings that make bulk test loads fast on the mock, and the record batches they write
 # independent of the machine's speed: a batch goes out when it is full (batch.size,
 # batch.num.messages) or at a flush, which overrides linger.ms (librdkafka 1.5.0, CHANGELOG.md),
@@ -272,7 +123,7 @@ class MockKafkaCluster:
     def __init__(self, brokers: int = 1):
         if brokers < 1:
             raise ValueError("brokers must be >= 1")
-        lib = _load()
+        lib = load()
         self._lib = lib
         self.brokers = brokers
         # _lock guards state and native calls (held briefly); _produce_lock
@@ -299,7 +150,7 @@ class MockKafkaCluster:
         if not mcluster:
             lib.rd_kafka_destroy(rk)
             raise RuntimeError("rd_kafka_mock_cluster_new failed")
-        self._handles = _Handles(lib, rk, mcluster)
+        self._handles = NativeHandles(lib, rk, mcluster)
         self._finalizer = weakref.finalize(self, self._handles.destroy)
         self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
 
@@ -341,7 +192,7 @@ class MockKafkaCluster:
             _close_client(producer)
         if consumer is not None:
             _close_client(consumer)
-        self._finalizer()  # runs _Handles.destroy exactly once
+        self._finalizer()  # runs NativeHandles.destroy exactly once
 
     def _mcluster(self) -> int:
         mcluster = self._handles.mcluster
@@ -409,7 +260,7 @@ class MockKafkaCluster:
             code = self._lib.rd_kafka_mock_topic_create(
                 self._mcluster(), name.encode(), partitions, replication
             )
-        _check(f"create_topic({name!r})", code)
+        check(f"create_topic({name!r})", code)
         self.wait_for_topic(name, partitions, timeout)
 
     def delete_topic(self, name: str) -> None:
@@ -417,7 +268,7 @@ class MockKafkaCluster:
         partitions then answer UNKNOWN_TOPIC_OR_PART and metadata no longer lists it."""
         with self._lock:
             code = self._lib.rd_kafka_mock_topic_delete(self._mcluster(), name.encode())
-        _check(f"delete_topic({name!r})", code)
+        check(f"delete_topic({name!r})", code)
 
     def wait_for_topic(self, name: str, partitions: Optional[int] = None, timeout: float = PATIENCE_S):
         """Poll metadata until ``name`` is visible with ``partitions`` led partitions."""
@@ -536,17 +387,17 @@ class MockKafkaCluster:
         """Disconnect broker ``broker_id`` (-1: all) and refuse new connections.
         Does not move partition leadership."""
         with self._lock:
-            _check("broker_down", self._lib.rd_kafka_mock_broker_set_down(self._mcluster(), broker_id))
+            check("broker_down", self._lib.rd_kafka_mock_broker_set_down(self._mcluster(), broker_id))
 
     def broker_up(self, broker_id: int) -> None:
         """Let broker ``broker_id`` (-1: all) accept connections again."""
         with self._lock:
-            _check("broker_up", self._lib.rd_kafka_mock_broker_set_up(self._mcluster(), broker_id))
+            check("broker_up", self._lib.rd_kafka_mock_broker_set_up(self._mcluster(), broker_id))
 
     def set_rtt(self, broker_id: int, ms: int) -> None:
         """Delay every response of broker ``broker_id`` (-1: all) by ``ms``."""
         with self._lock:
-            _check("set_rtt", self._lib.rd_kafka_mock_broker_set_rtt(self._mcluster(), broker_id, ms))
+            check("set_rtt", self._lib.rd_kafka_mock_broker_set_rtt(self._mcluster(), broker_id, ms))
 
     def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
         """Move leadership (``broker_id=-1``: leaderless). Clients notice on
@@ -555,7 +406,7 @@ class MockKafkaCluster:
             code = self._lib.rd_kafka_mock_partition_set_leader(
                 self._mcluster(), topic.encode(), partition, broker_id
             )
-        _check("set_partition_leader", code)
+        check("set_partition_leader", code)
 
     def push_request_errors(self, api_key: int, *error_codes: int) -> None:
         """The next ``len(error_codes)`` requests of type ``api_key`` (any
@@ -568,12 +419,12 @@ class MockKafkaCluster:
             mc = self._mcluster()
             arr_fn = getattr(self._lib, "rd_kafka_mock_push_request_errors_array", None)
             if arr_fn is not None:
-                arr = (_c_int * len(codes))(*codes)
+                arr = (ctypes.c_int * len(codes))(*codes)
                 arr_fn(mc, int(api_key), len(codes), arr)
             else:
                 self._lib.rd_kafka_mock_push_request_errors(
-                    _c_void_p(mc), _c_int16(int(api_key)), _c_size_t(len(codes)),
-                    *[_c_int(c) for c in codes],
+                    ctypes.c_void_p(mc), ctypes.c_int16(int(api_key)), ctypes.c_size_t(len(codes)),
+                    *[ctypes.c_int(c) for c in codes],
                 )
 
     def push_broker_request_error_rtts(
@@ -585,13 +436,13 @@ class MockKafkaCluster:
             return
         args: List[Any] = []
         for err, rtt in errors_and_rtts:
-            args += [_c_int(int(err)), _c_int(int(rtt))]
+            args += [ctypes.c_int(int(err)), ctypes.c_int(int(rtt))]
         with self._lock:
             code = self._lib.rd_kafka_mock_broker_push_request_error_rtts(
-                _c_void_p(self._mcluster()), _c_int32(broker_id), _c_int16(int(api_key)),
-                _c_size_t(len(errors_and_rtts)), *args,
+                ctypes.c_void_p(self._mcluster()), ctypes.c_int32(broker_id), ctypes.c_int16(int(api_key)),
+                ctypes.c_size_t(len(errors_and_rtts)), *args,
             )
-        _check("push_broker_request_error_rtts", code)
+        check("push_broker_request_error_rtts", code)
 
     def push_partition_request_errors(self, topic: str, partition: int, api_key: int,
                                       *error_codes: int) -> None:
@@ -605,10 +456,11 @@ class MockKafkaCluster:
         push = self._optional("rd_kafka_mock_partition_push_request_errors")
         with self._lock:
             code = push(
-                _c_void_p(self._mcluster()), _c_char_p(topic.encode()), _c_int32(partition),
-                _c_int16(int(api_key)), _c_size_t(len(error_codes)), *[_c_int(int(c)) for c in error_codes],
+                ctypes.c_void_p(self._mcluster()), ctypes.c_char_p(topic.encode()), ctypes.c_int32(partition),
+                ctypes.c_int16(int(api_key)), ctypes.c_size_t(len(error_codes)),
+                *[ctypes.c_int(int(c)) for c in error_codes],
             )
-        _check("push_partition_request_errors", code)
+        check("push_partition_request_errors", code)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Delete the records of ``topic``-``partition`` below ``before_offset``, as a broker's
@@ -617,7 +469,7 @@ class MockKafkaCluster:
         delete = self._optional("rd_kafka_mock_partition_delete_records")
         with self._lock:
             code = delete(self._mcluster(), topic.encode(), partition, before_offset)
-        _check(f"delete_records({topic!r}, {partition}, {before_offset})", code)
+        check(f"delete_records({topic!r}, {partition}, {before_offset})", code)
 
     def supports(self, *functions: str) -> bool:
         """Whether this librdkafka has these (optional) mock functions."""
@@ -656,13 +508,13 @@ class MockKafkaCluster:
     def requests(self, api_key: Optional[int] = None) -> List[MockRequest]:
         """Requests recorded since tracking started (optionally one type only)."""
         lib = self._lib
-        cnt = _c_size_t(0)
+        cnt = ctypes.c_size_t(0)
         with self._lock:
             arr_ptr = lib.rd_kafka_mock_get_requests(self._mcluster(), ctypes.byref(cnt))
         if not arr_ptr:
             return []
         n = cnt.value
-        arr = ctypes.cast(arr_ptr, ctypes.POINTER(_c_void_p))
+        arr = ctypes.cast(arr_ptr, ctypes.POINTER(ctypes.c_void_p))
         out = []
         try:
             for i in range(n):

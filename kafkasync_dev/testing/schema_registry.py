@@ -49,7 +49,7 @@ import urllib.request
 from typing import Callable, Iterator, Optional, Sequence
 
 from kafkasync_dev.testing.kafka_dist import cache_root
-from kafkasync_dev.testing.local_broker import _free_port, stop_process_group
+from kafkasync_dev.testing.local_broker import free_port, stop_process_group, tail_of_file
 
 APICURIO_VERSION = "3.3.3"
 """The Apicurio Registry release the tests run (DESIGN.md; docker-compose.yml runs the same)."""
@@ -204,8 +204,8 @@ class ApicurioRegistry:
         self._app = app
         self._java = java
         self._dir = tempfile.mkdtemp(prefix="kafkasync-registry-")
-        self.port = _free_port()
-        self._management_port = _free_port()
+        self.port = free_port()
+        self._management_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
         self._process: Optional[subprocess.Popen] = None
         self.started_in: Optional[float] = None
@@ -271,11 +271,7 @@ class ApicurioRegistry:
         return None
 
     def tail_of_log(self) -> str:
-        try:
-            with open(os.path.join(self._dir, "registry.log"), "rb") as handle:
-                return handle.read()[-2000:].decode(errors="replace")
-        except OSError:
-            return "(no log)"
+        return tail_of_file(os.path.join(self._dir, "registry.log"))
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (Quarkus shuts down in well under a second), SIGKILL if it does not end."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
+
+from kafkasync_dev.testing.kafka_dist import SPARK_FUNCTIONS, maven_spark_functions, maven_spark_kafka_connector
 
 
 def local_spark_session(
@@ -123,19 +126,25 @@ def format_kafka_jars() -> tuple[Optional[str], Optional[str]]:
     PySpark's version from Maven Central — or ``(None, why not)``. Maven Central serves no
     connector for some Spark releases (4.3.0): ``make parity`` and ``make bench`` then run
     format("kafka") in a virtualenv of the newest PySpark whose connector is served."""
-    named = os.environ.get("KAFKASYNC_SPARK_KAFKA_JARS", "").strip()
+    return _named_or_resolved("KAFKASYNC_SPARK_KAFKA_JARS", "Spark's Kafka connector", maven_spark_kafka_connector,
+                              '; `make parity` runs format("kafka") on the newest PySpark whose connector is served')
+
+
+def _named_or_resolved(variable: Optional[str], what: str, resolve: Callable[[str], list[str]],
+                       advice: str = "") -> tuple[Optional[str], Optional[str]]:
+    """``(jars, None)``: the environment ``variable``'s jars where it is set, else ``resolve``'s at
+    the running PySpark's version, comma-separated for ``spark.jars``; or ``(None, why not)``,
+    naming ``what`` could not be had, and ``advice``."""
+    named = os.environ.get(variable, "").strip() if variable else ""
     if named:
         return named, None
     import pyspark
 
-    from kafkasync_dev.testing.kafka_dist import maven_spark_kafka_connector
-
     try:
-        return ",".join(maven_spark_kafka_connector(pyspark.__version__)), None
+        return ",".join(resolve(pyspark.__version__)), None
     except RuntimeError as exc:
-        return None, (f"Spark's Kafka connector {pyspark.__version__} cannot be had from Maven Central "
-                      f"({str(exc).splitlines()[0][:200]}); `make parity` runs format(\"kafka\") on the "
-                      "newest PySpark whose connector is served")
+        return None, (f"{what} {pyspark.__version__} cannot be had from Maven Central "
+                      f"({str(exc).splitlines()[0][:200]}){advice}")
 
 
 SPARK_AVRO_FUNCTIONS = "org.apache.spark.sql.avro.AvroDataToCatalyst"
@@ -152,15 +161,8 @@ def spark_avro_jars() -> tuple[Optional[str], Optional[str]]:
     """``(jar, None)``: Spark's own Avro functions (``from_avro``) at the running PySpark's
     version from Maven Central, for ``spark.jars`` beside :func:`format_kafka_jars` — what a
     ``format("kafka")`` user decodes Confluent-framed Avro with — or ``(None, why not)``."""
-    import pyspark
-
-    from kafkasync_dev.testing.kafka_dist import maven_spark_avro
-
-    try:
-        return ",".join(maven_spark_avro(pyspark.__version__)), None
-    except RuntimeError as exc:
-        return None, (f"Spark's Avro functions {pyspark.__version__} cannot be had from Maven Central "
-                      f"({str(exc).splitlines()[0][:200]})")
+    return _named_or_resolved(None, SPARK_FUNCTIONS["spark-avro"],
+                              functools.partial(maven_spark_functions, "spark-avro"))
 
 
 SPARK_PROTOBUF_FUNCTIONS = "org.apache.spark.sql.protobuf.ProtobufDataToCatalyst"
@@ -176,15 +178,6 @@ def spark_protobuf_jars() -> tuple[Optional[str], Optional[str]]:
     """``(jar, None)``: Spark's own Protobuf functions (``from_protobuf``) for ``spark.jars`` —
     ``KAFKASYNC_SPARK_PROTOBUF_JARS``, else ``spark-protobuf_2.13`` at the running PySpark's
     version from Maven Central — or ``(None, why not)``."""
-    named = os.environ.get("KAFKASYNC_SPARK_PROTOBUF_JARS", "").strip()
-    if named:
-        return named, None
-    import pyspark
-
-    from kafkasync_dev.testing.kafka_dist import maven_spark_protobuf
-
-    try:
-        return ",".join(maven_spark_protobuf(pyspark.__version__)), None
-    except RuntimeError as exc:
-        return None, (f"Spark's Protobuf functions {pyspark.__version__} cannot be had from Maven Central "
-                      f"({str(exc).splitlines()[0][:200]}); set KAFKASYNC_SPARK_PROTOBUF_JARS to the jar")
+    return _named_or_resolved("KAFKASYNC_SPARK_PROTOBUF_JARS", SPARK_FUNCTIONS["spark-protobuf"],
+                              functools.partial(maven_spark_functions, "spark-protobuf"),
+                              "; set KAFKASYNC_SPARK_PROTOBUF_JARS to the jar")

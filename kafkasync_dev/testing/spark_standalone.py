@@ -13,18 +13,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 from typing import Optional
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from kafkasync_dev.testing.local_broker import free_port
 
 
 def spark_home() -> str:
@@ -44,8 +39,8 @@ class StandaloneCluster:
         self._memory = memory_per_worker
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="kafkasync-standalone-")
         os.makedirs(self.work_dir, exist_ok=True)
-        self._port = _free_port()
-        self._ui_port = _free_port()
+        self._port = free_port()
+        self._ui_port = free_port()
         self.master_url = f"spark://127.0.0.1:{self._port}"
         self._processes: list[subprocess.Popen] = []
 
@@ -74,7 +69,7 @@ class StandaloneCluster:
             os.makedirs(worker_dir, exist_ok=True)
             self._launch(f"worker-{index}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                          "--host", "127.0.0.1", "--cores", str(self._cores), "--memory", self._memory,
-                         "--webui-port", str(_free_port()), "--work-dir", worker_dir)
+                         "--webui-port", str(free_port()), "--work-dir", worker_dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.alive_workers() == self._workers:

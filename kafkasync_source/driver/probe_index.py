@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from kafkasync_source.driver.record_probe import ProbedRecords
-from kafkasync_source.driver.time_index import IndexPath, TimeIndexReader, moved_back_reasons
+from kafkasync_source.driver.time_index import IndexPath, TimeIndexReader
 from kafkasync_source.planning.index_planner import FirstOffsets, IndexCannotAnswer, IndexedPartition
 from kafkasync_source.planning.offsets import SyncOffset
 from kafkasync_source.planning.planner import TopicPartition
@@ -43,16 +43,8 @@ class ProbeIndexPath(IndexPath):
     ) -> dict[TopicPartition, IndexedPartition]:
         """What the partitions of ``start`` hold now. In a bounded run, partitions at or past
         their stop offset (or outside the run) are FINISHED unasked."""
-        active = [
-            tp for tp, position in start.partitions.items()
-            if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
-        ]
-        self.pass_positions(start, active)
-        latest = self.reader.latest(active)
-        moved_back = moved_back_reasons(start, latest)
+        latest, moved_back = self.latest_ends(start, stop_offsets)
         if moved_back:
-            for tp in moved_back:
-                self.forget(tp)
             raise IndexCannotAnswer(moved_back)
         self._partition_times = {tp: position.partition_time for tp, position in start.partitions.items()}
         self._windows = {}

@@ -282,6 +282,25 @@ class IndexPath:
         more ListOffsets round (earliest) a trigger. With ``failOnDataLoss=true`` such a loss
         fails the query where an executor meets it, and the round is not paid."""
 
+    def latest_ends(
+        self, start: SyncOffset, stop_offsets: Optional[Mapping[TopicPartition, int]]
+    ) -> tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, str]]:
+        """Both paths' first question of a trigger: the readable end of each partition of
+        ``start`` still to read (in a bounded run, those before their stop offset), and the
+        partitions whose end moved back below their position, with why (forgotten here: what
+        was learnt of them is of a log no longer read). The facts below the positions are
+        dropped first (:meth:`pass_positions`)."""
+        active = [
+            tp for tp, position in start.partitions.items()
+            if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
+        ]
+        self.pass_positions(start, active)
+        latest = self.reader.latest(active)
+        moved_back = moved_back_reasons(start, latest)
+        for tp in moved_back:
+            self.forget(tp)
+        return latest, moved_back
+
     def pass_positions(self, start: SyncOffset, active: list[TopicPartition]) -> None:
         """The query stands at ``start``: drop the facts below each partition's position, or
         below its log start where that moved past the position (see ``_past_log_starts``)."""
@@ -344,15 +363,7 @@ class TimeIndexPath(IndexPath):
     ) -> dict[TopicPartition, IndexedPartition]:
         """What the brokers say now of every partition of ``start``. In a bounded run,
         partitions at or past their stop offset (or outside the run) are FINISHED unasked."""
-        active = [
-            tp for tp, position in start.partitions.items()
-            if stop_offsets is None or position.next_offset < stop_offsets.get(tp, position.next_offset)
-        ]
-        self.pass_positions(start, active)
-        latest = self.reader.latest(active)
-        moved_back = moved_back_reasons(start, latest)
-        for tp in moved_back:
-            self.forget(tp)
+        latest, moved_back = self.latest_ends(start, stop_offsets)
         largest = self._unchanged_largest(start, latest)
         # After latest: see the module docstring.
         largest.update(self.reader.largest([tp for tp in latest if tp not in largest]))

@@ -8,44 +8,46 @@ Offset gaps are normal in Kafka (transaction markers, compaction, aborted record
 may hold fewer records than ``end - start``. The reader therefore stops at whichever comes
 first: a record at or past ``end``, or the partition's end-of-log event (every record below
 the high watermark has then been seen, and a range never ends beyond the high watermark).
+
+This module is the read loop: where a pooled consumer starts, what each ``consume()`` brings,
+and when the range is done. What the loop leans on lives beside it, one concern a module:
+record_columns.py (records to Arrow columns), consumer_settings.py (the consumer's settings and
+prefetch), consumer_tails.py (what a consumer fetched past its range, kept for the next),
+data_loss.py (records gone from the log), garbage_collection.py (the collector held off),
+consumer_pool.py (consumers kept between tasks) and time_before.py (a split range's time).
 """
 
 from __future__ import annotations
 
 import functools
-import gc
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Generator, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Generator, Iterator, Mapping, Optional, Union
 
-import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import StructType
 
-from kafkasync_source.config.client_config import consumer_group_id
 from kafkasync_source.config.client_log import with_python_logging
 from kafkasync_source.config.options import SourceOptions
-from kafkasync_source.event_time import (
-    NO_TIME,
-    PARTITION_TIME,
-    SKIPPED,
-    EventTimeOptions,
-    KafkaSyncEventTimeError,
-    RecordTime,
-    broken_order,
-    record_time,
-)
+from kafkasync_source.event_time import EventTimeOptions, record_time
 from kafkasync_source.executor.consumer_pool import POOL, PooledConsumer, set_fetching
-from kafkasync_source.executor.decode_policy import DecodePolicy, decoded_columns
-from kafkasync_source.executor.range_tails import MIN_TAIL_BYTES, TAILS, Tail, record_bytes
+from kafkasync_source.executor.consumer_settings import consumer_settings, prefetch_settings
+from kafkasync_source.executor.consumer_tails import TailKey, pause_keeping_tail, take_tail
+from kafkasync_source.executor.data_loss import (
+    DATA_LOSS_CODES,
+    partition_gone,
+    report_deleted,
+    skip_lost,
+    truncated_below_end,
+)
+from kafkasync_source.executor.decode_policy import DecodePolicy
+from kafkasync_source.executor.garbage_collection import collection_held
+from kafkasync_source.executor.record_columns import RecordColumns
 from kafkasync_source.executor.time_before import needs_time_before, partition_time_before
 from kafkasync_source.formats import FormatOptions
-from kafkasync_source.kafka.errors import KafkaSyncDataLossError
-from kafkasync_source.kafka.metadata import partitions_gone
 from kafkasync_source.spark.input_partitions import KafkaRange, KafkaRanges
 from kafkasync_source.spark.schema import arrow_schema, decoded_column
 
@@ -55,30 +57,8 @@ ARROW_BATCH_ROWS = 10_000
 """Rows per RecordBatch handed to Spark: large enough to amortise per-batch overhead."""
 
 _POLL_SLICE_S = 0.5
-_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
-_PRODUCER_BATCH_BYTES = 1024 * 1024
-"""About the largest record batch a producer writes (librdkafka's ``batch.size`` 1,000,000 B, a
-broker's ``message.max.bytes`` 1 MiB by default)."""
-_QUEUE_BYTES = 16 * 1024 * 1024
-_EMPTY_QUEUE_KBYTES = 1
-"""The least librdkafka takes: it fetches once its queue is empty (prefetch_settings)."""
-_EMPTY_QUEUE_FETCHES = 8
-"""A range read with an empty queue fetches about an eighth of it at a time (prefetch_settings)."""
-_EMPTY_QUEUE_FETCH_BYTES = (128 * 1024, 1024 * 1024)
-"""The least and most such a fetch asks for: at least 8 of a Java producer's batches
-(``batch.size`` 16,384), at most a librdkafka producer's (``batch.size`` 1,000,000)."""
-_PREFETCH_SHARE = 32
-"""A range whose share is a producer batch or more prefetches a whole fetch ahead."""
-_GUESSED_RECORD_BYTES = 1024
-"""Bytes per record assumed for a topic this worker has read no range of yet."""
-_FETCH_QUEUE_BACKOFF_MS = 1
-_MAX_TAIL_RECORDS = 100_000
-"""A range's consumer holding more past its end (a live stream read while it grew) keeps none of it."""
-_TAIL_CHUNK = 64
-_FETCH_WAIT_MAX_MS = 10
 _GONE_CHECK_S = 5.0
 """A range that makes no progress this long checks whether its partition was deleted."""
-_DATA_LOSS_CODES = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
 _FATAL_CODES = (
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
@@ -88,8 +68,6 @@ _FATAL_CODES = (
 leader moving, a dropped connection) is retried: librdkafka keeps fetching by itself, and the
 range fails only after kafkaConsumer.pollTimeoutMs without a record."""
 _TRANSIENT_LOG_INTERVAL_S = 10.0
-_MAX_TIMESTAMP_MS = np.iinfo(np.int64).max // 1000
-"""Spark timestamps are int64 microseconds: larger record timestamps (ms) cannot be converted."""
 
 
 @dataclass(frozen=True)
@@ -128,12 +106,12 @@ class RangeReader:
     def read(self, partition: Union[KafkaRange, KafkaRanges]) -> Iterator[pa.RecordBatch]:
         """The records of one range, or of an input partition's ranges one after another,
         each with this worker's pooled consumer of its partition (see consumer_pool.py)."""
-        config = self._consumer_config()
+        config = consumer_settings(self.client_config)
         frozen_config = tuple(sorted((key, str(value)) for key, value in config.items()))
         scope = partition.consumer_scope if isinstance(partition, KafkaRanges) else ""
         for kafka_range in partition.ranges if isinstance(partition, KafkaRanges) else (partition,):
             key = (frozen_config, scope, kafka_range.topic, kafka_range.partition)
-            tails = _TailKey(scope, str(self.client_config.get("bootstrap.servers", "")), kafka_range.topic,
+            tails = TailKey(scope, str(self.client_config.get("bootstrap.servers", "")), kafka_range.topic,
                              kafka_range.partition)
             prefetch_bytes, sized = prefetch_settings(
                 kafka_range.end - kafka_range.start, POOL.record_bytes(kafka_range.topic), self.client_config)
@@ -147,43 +125,17 @@ class RangeReader:
                 # So does a consumer that could not be resumed: Spark's retry of the task
                 # then starts with a new one.
                 if poolable:
-                    _pause_keeping_tail(pooled, tails)
+                    pause_keeping_tail(pooled, tails)
                     POOL.release(key, pooled)
                 else:
                     pooled.consumer.close()
 
-    def _consumer_config(self) -> dict:
-        return {
-            # max.partition.fetch.bytes and queued.max.messages.kbytes: sized per consumer to
-            # the range it is created for (prefetch_settings), unless the user set them.
-            # A range ends at or below the log end the driver saw, so a reader never needs the
-            # broker to hold a fetch for records to come (librdkafka's default: 500 ms). Such a
-            # fetch, sent once the prefetch reached the log end, is still in flight when the
-            # pooled consumer is taken again, and the fetch from the next range's start waits
-            # for it: 510 ms per 100-record range of a 2 MB partition on Kafka 4.3.1, 15-170 ms
-            # where the prefetch had not reached the log end.
-            "fetch.wait.max.ms": _FETCH_WAIT_MAX_MS,
-            # A prefetch sized to a share of the range is over its threshold after most fetches;
-            # librdkafka then looks again only after this backoff (its default: 1 s), while a
-            # task drains the queue in about a millisecond (see fetcher.py, benchmarks/raw.py).
-            "fetch.queue.backoff.ms": _FETCH_QUEUE_BACKOFF_MS,
-            # The user's kafka.* settings win over the defaults above (kafka.queued.*,
-            # kafka.fetch.* among them), not over the reader's own needs below.
-            **self.client_config,
-            # Needed even for assign(); nothing is ever committed to it (see consumer_group_id).
-            "group.id": consumer_group_id(self.client_config),
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-        }
-
     def _read(self, pooled: PooledConsumer, kafka_range: KafkaRange,
-              tails: "_TailKey") -> Generator[pa.RecordBatch, None, bool]:
+              tails: TailKey) -> Generator[pa.RecordBatch, None, bool]:
         """Yields the range's batches; returns whether the consumer may be pooled, positioned
         at the range's end. After a data loss it may not: librdkafka then stands where the
         loss left it, not at the range's end (a log truncated below the end: at the log's
-        end; records deleted past the end: in state FETCH_NONE, see :meth:`_skip_lost`)."""
+        end; records deleted past the end: in state FETCH_NONE, see :func:`data_loss.skip_lost`)."""
         topic, partition, end = kafka_range.topic, kafka_range.partition, kafka_range.end
         consumer = pooled.consumer
         # A later piece of a range split under eventTime.order=nonDecreasing: its partition time
@@ -196,7 +148,7 @@ class RangeReader:
             partition_time = kafka_range.partition_time
         self._position(pooled, kafka_range, tails, resumed=needs_time_before(kafka_range))
         next_offset = kafka_range.start
-        columns = _Columns(
+        columns = RecordColumns(
             topic, self.include_headers,
             partition_time=partition_time if self.tracks_partition_time else None,
             partition_time_column=self.include_partition_time,
@@ -244,15 +196,15 @@ class RangeReader:
                     # is an offset gap, unless the log was truncated below the range's end.
                     if event.offset() >= end:
                         next_offset = end
-                    elif self._truncated_below_end(consumer, kafka_range, next_offset):
+                    elif truncated_below_end(consumer, kafka_range, next_offset, self.fail_on_data_loss):
                         # What came after it in this call (the log growing again) lies in
                         # what was just skipped.
                         next_offset, lost = end, True
                         break
-                elif error.code() in _DATA_LOSS_CODES:
+                elif error.code() in DATA_LOSS_CODES:
                     # What this call returned after the error came before the new assignment
                     # (if any): the reader goes on from what the assignment fetches.
-                    next_offset, lost_some = self._skip_lost(consumer, kafka_range, next_offset)
+                    next_offset, lost_some = skip_lost(consumer, kafka_range, next_offset, self.fail_on_data_loss)
                     pooled.stash, lost, reached_end = [], lost or lost_some, False
                     break
                 elif error.fatal() or error.code() in _FATAL_CODES:
@@ -280,8 +232,8 @@ class RangeReader:
             elif next_offset < end and time.monotonic() >= max(stalled_since, gone_checked) + _GONE_CHECK_S:
                 # librdkafka reports no error for a deleted partition: it only stops fetching.
                 gone_checked = time.monotonic()
-                if self._gone(consumer, kafka_range):
-                    self._deleted(kafka_range, next_offset)
+                if partition_gone(consumer, kafka_range):
+                    report_deleted(kafka_range, next_offset, self.fail_on_data_loss)
                     if len(columns):
                         yield columns.to_batch(self.arrow_schema)
                     return False
@@ -301,7 +253,7 @@ class RangeReader:
         return not lost
 
     @classmethod
-    def _position(cls, pooled: PooledConsumer, kafka_range: KafkaRange, tails: "_TailKey", resumed: bool) -> None:
+    def _position(cls, pooled: PooledConsumer, kafka_range: KafkaRange, tails: TailKey, resumed: bool) -> None:
         """Make the consumer's next records the range's: where the pooled consumer stands (its
         position, its stash or what it queued), from the tail an earlier range of the partition
         kept (range_tails.py) and then fetching on after it, or fetching from the range's start.
@@ -314,10 +266,7 @@ class RangeReader:
             if not resumed:  # resumed already where time_before.py left it, with what it fetched queued
                 set_fetching(consumer, True)
             return
-        tail = TAILS.take(*tails, start)
-        if tail is not None and not _log_holds(consumer, kafka_range, tail):
-            TAILS.refused += 1
-            tail = None
+        tail = take_tail(consumer, kafka_range, tails)
         fetch_from = start if tail is None else tail.end
         pooled.stash = [] if tail is None else tail.records
         if pooled.position != fetch_from:
@@ -373,461 +322,7 @@ class RangeReader:
             return messages
         return pooled.consumer.consume(num_messages=count, timeout=_POLL_SLICE_S)
 
-    @staticmethod
-    def _gone(consumer: Consumer, kafka_range: KafkaRange) -> bool:
-        """Whether the range's partition was deleted. Metadata that cannot be had (a broker
-        restarting, the cluster unreachable) says nothing: the range waits on, bounded by
-        kafkaConsumer.pollTimeoutMs. Failing here failed a query through a broker restart."""
-        try:
-            return bool(partitions_gone(consumer, [kafka_range.topic_partition]))
-        except KafkaException as err:
-            logger.info("kafkasync: could not tell whether %s-%d still exists (%s); reading on",
-                        kafka_range.topic, kafka_range.partition, err)
-            return False
-
-    def _truncated_below_end(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> bool:
-        """An end-of-partition event below the range's end: the log was truncated, or the event
-        is stale (a pooled consumer reached the log end before this range was planned). The
-        broker's high watermark tells which; while it cannot be had (a broker restarting), the
-        range reads on, and a later event asks again."""
-        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        try:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-        except KafkaException as err:
-            logger.info("kafkasync: could not read the log end of %s-%d (%s); reading on",
-                        kafka_range.topic, kafka_range.partition, err)
-            return False
-        if high >= kafka_range.end:
-            return False
-        self._data_lost(kafka_range, max(next_offset, high), kafka_range.end, f"the log ends at offset {high}")
-        return True
-
-    def _skip_lost(self, consumer: Consumer, kafka_range: KafkaRange, next_offset: int) -> tuple[int, bool]:
-        """The range's next offset is out of the log's range: fail, or continue where it can.
-        Returns the next offset, and whether records were lost (skipped).
-
-        Where the log holds every offset still to read, the error was stale (a fetch of a log
-        that has since been replaced): nothing is lost, the reader seeks again. Otherwise,
-        under ``auto.offset.reset=error``, librdkafka has stopped fetching the partition (state
-        FETCH_NONE, ``rd_kafka_offset_reset`` in rdkafka_offset.c) until it is assigned or
-        sought anew; with nothing of the range left to read it stays so, and only a closed
-        consumer is safe from it (a seek then answers _STATE, ``rd_kafka_toppar_seek`` in
-        rdkafka_partition.c)."""
-        tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=10)
-        lost_from, resume, why = lost_offsets(next_offset, kafka_range.end, low, high)
-        if lost_from >= resume:
-            logger.info("kafkasync: %s-%d: a fetch error said offset %d is out of range, but "
-                        "the log holds [%d, %d): seeking again.", kafka_range.topic,
-                        kafka_range.partition, next_offset, low, high)
-            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, next_offset)])
-            return next_offset, False
-        self._data_lost(kafka_range, lost_from, resume, why)
-        if resume < kafka_range.end:
-            consumer.assign([KafkaTopicPartition(kafka_range.topic, kafka_range.partition, resume)])
-        return resume, True
-
-    def _deleted(self, kafka_range: KafkaRange, next_offset: int) -> None:
-        """The partition was deleted with records of the range unread (see
-        ``SyncDriver._report_gone`` for the driver side)."""
-        message = (
-            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} no longer exists (topic "
-            f"deleted) while offsets [{next_offset}, {kafka_range.end}) were still to be read; "
-            "some data may have been missed."
-        )
-        if self.fail_on_data_loss:
-            raise KafkaSyncDataLossError(
-                message + " Set failOnDataLoss=false to drop deleted partitions and continue."
-            )
-        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
-
-    def _data_lost(self, kafka_range: KafkaRange, lost_from: int, lost_to: int, why: str) -> None:
-        """Offsets ``[lost_from, lost_to)`` of the range are gone: fail, or warn and skip them."""
-        message = (
-            f"kafkasync: {kafka_range.topic}-{kafka_range.partition} offsets "
-            f"[{lost_from}, {lost_to}) of the range [{kafka_range.start}, {kafka_range.end}) "
-            f"are gone: {why}; records were lost (retention or log truncation)."
-        )
-        if self.fail_on_data_loss:
-            raise KafkaSyncDataLossError(
-                message + " Set failOnDataLoss=false to skip them with a warning."
-            )
-        logger.warning("%s Skipping them (failOnDataLoss=false).", message)
-
-
-class _TailKey(NamedTuple):
-    """Where the tails of one partition's ranges are kept (range_tails.py), bar the range's start."""
-
-    scope: str
-    cluster: str
-    topic: str
-    partition: int
-
-
-def _pause_keeping_tail(pooled: PooledConsumer, tails: _TailKey) -> None:
-    """Pause the consumer for the pool, keeping what it holds past the range just read (its
-    stash and what librdkafka has queued, taken without waiting) for the partition's next range
-    (range_tails.py): the pause purges librdkafka's queue. The consumer then stands after what
-    it held, or where an event leaves it in doubt at an unknown place (None): a next range
-    starting elsewhere assigns it anew.
-
-    The pause comes as soon as the queue is empty, the file after: an emptied queue is below
-    librdkafka's prefetch threshold, and its fetcher sends the next fetch within
-    ``fetch.queue.backoff.ms`` (1 ms here), whose answer, a whole producer batch, the pause drops.
-    ``consume`` empties librdkafka's queue before it builds the records it took, so the queue is
-    taken in small chunks: the one that empties it is built in microseconds, not milliseconds."""
-    start = pooled.position
-    if start is None or not _worth_a_tail(pooled, tails, start):
-        set_fetching(pooled.consumer, False)  # a stash stays with the consumer, for this worker
-        return
-    messages, pooled.stash = pooled.stash, []
-    while len(messages) <= _MAX_TAIL_RECORDS:
-        queued = pooled.consumer.consume(num_messages=_TAIL_CHUNK, timeout=0)
-        messages += queued
-        if len(queued) < _TAIL_CHUNK:
-            break
-    set_fetching(pooled.consumer, False)
-    if all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in messages):
-        return  # nothing past the range: the consumer stands at its end
-    # Every record up to the first event: an end-of-partition event says only that the
-    # records before it were all there was; any other leaves what follows it in doubt.
-    first_event = next((i for i, m in enumerate(messages) if m.error() is not None), len(messages))
-    records = messages[:first_event]
-    clean = all(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF
-                for m in messages[first_event:]) and len(messages) <= _MAX_TAIL_RECORDS
-    if clean:
-        TAILS.keep(*tails, start, records)
-    pooled.position = records[-1].offset() + 1 if clean else None
-
-
-def _worth_a_tail(pooled: PooledConsumer, tails: _TailKey, start: int) -> bool:
-    """Whether the reader may hold enough past ``start`` to be kept (range_tails.MIN_TAIL_BYTES):
-    its stash (a kept tail's rest, records of the ``consume()`` that passed the range's end) and
-    what librdkafka queued, judged from the log end its last fetch answer gave (its cached high
-    watermark, no request) and the bytes per record of the topic's last range. A capped range's
-    reader holds the rest of the producer batch the range ended in, a live stream's about
-    nothing. Records taken from the queue and then not kept would be fetched again."""
-    held = record_bytes([m for m in pooled.stash if m.error() is None])
-    if held >= MIN_TAIL_BYTES:
-        return True
-    try:
-        _, high = pooled.consumer.get_watermark_offsets(KafkaTopicPartition(tails.topic, tails.partition),
-                                                        cached=True)
-    except KafkaException:
-        return False
-    return (high - start) * (POOL.record_bytes(tails.topic) or _GUESSED_RECORD_BYTES) >= MIN_TAIL_BYTES
-
-
-def _log_holds(consumer: Consumer, kafka_range: KafkaRange, tail: Tail) -> bool:
-    """Whether the partition's log still holds every offset ``tail`` stands for: records fetched
-    earlier may have been deleted since (DeleteRecords, retention) or truncated away. A log
-    that cannot be asked counts as not holding it: the range then fetches, as without tails."""
-    tp = KafkaTopicPartition(kafka_range.topic, kafka_range.partition)
-    try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-    except KafkaException as err:
-        logger.info("kafkasync: could not read the log start of %s-%d (%s); fetching its range afresh",
-                    kafka_range.topic, kafka_range.partition, err)
-        return False
-    return low <= tail.start and tail.end <= high
-
 
 def _new_consumer(settings: Mapping[str, object]) -> Consumer:
     return Consumer(with_python_logging(dict(settings)))
 
-
-def prefetch_settings(
-    records: int, record_bytes: Optional[float], client_config: Mapping[str, str]
-) -> tuple[int, dict[str, int]]:
-    """The prefetch of a consumer created to read ``records`` offsets of records of about
-    ``record_bytes`` bytes (None: not known yet): the most it holds ahead in bytes (0 where the
-    user's settings fix it), and the librdkafka settings that make it, bar those the user set.
-
-    librdkafka fetches a partition while its queue holds less than ``queued.max.messages.kbytes``
-    (and ``queued.min.messages``), each fetch up to ``max.partition.fetch.bytes``, whatever the
-    reader still needs (``rd_kafka_toppar_fetch_decide`` in rdkafka_fetcher.c, which looks again
-    every ``fetch.queue.backoff.ms`` while the queue is full); both are read only when a consumer
-    is created. What it fetched past the range's end is kept for the next range (range_tails.py),
-    but a fetch still in flight when the consumer is paused for the pool is dropped, a whole
-    fetch (a pause starts a new fetch version, ``rd_kafka_toppar_pause_resume`` in
-    rdkafka_partition.c). One is in flight when the queue fell below its threshold while the
-    reader took the tail: with a queue of 64 KiB (sized to 1/32 of the range, as before tails
-    were kept) 19 of 64 capped ranges of 200 B records lost one, with 1 KiB 3 (its debug log,
-    Kafka 4.3.1), and the broker sent 1.38 and 1.19 bytes per payload byte. So a range below 32
-    producer batches (a capped backfill's, a live stream's) fetches when its queue is empty.
-
-    That fetch is not always avoided: librdkafka's broker thread looks at the queue every
-    ``fetch.queue.backoff.ms`` and serves the pause in turn, so the fetch can go first (in the
-    debug log, 1 of a partition's 8 capped ranges outside Spark, 5 of 8 in Spark, where more
-    threads share the cores). A longer back-off narrows that window but holds every fetch of a
-    range read with an empty queue (5 ms: a capped read of 1 KB records took twice as long). So
-    the race costs one fetch, and such a range fetches about an eighth of itself at a time
-    (:func:`_empty_queue_fetch_bytes`): fewer, larger fetches lose more to it, smaller ones take
-    a round trip each, and the queue is empty while each is under way.
-
-    A fetch is cut wherever its byte limit falls (the broker's ``LogSegment.read`` slices raw
-    bytes) and the client drops the cut-off record batch, to fetch it again; a fetch smaller
-    than the first batch returns that batch whole (``minOneMessage``) and cuts none. The fetch
-    stays within 128 KiB (8 of a Java producer's batches, ``batch.size`` 16,384: Kafka Connect,
-    Debezium, Kafka Streams) and 1 MiB (librdkafka's ``batch.size``, whose batches a producer
-    writing at full speed fills to 0.6-1 MB). Capped reads of 8 x 50,000 records (ranges of
-    6,250) outside Spark (two workers, Kafka 4.3.1), broker bytes per payload byte with fetches of
-    1 MiB / 256 KiB: 1 KB records in 0.6 MB batches 1.16 / 1.07, in 16 KB batches 1.06 / 1.03,
-    200 B records 1.30 / 1.27 and 1.23 / 1.13; but the 1 KB read in 16 KB batches took 2.1-3.1 s
-    with 1 MiB, 3.2-4.1 s with 256 KiB and 2.7-2.8 s with 512 KiB, its eighth (1.03-1.04 bytes
-    per payload byte). In Spark, capped 200 B records in 16 KB batches (ranges of about 1.3 MB):
-    1.22-1.24 with 256 KiB fetches, 1.14 with 128 KiB, their eighth, at the same speed; more in
-    docs/benchmarks.md.
-
-    A range of 32 producer batches or more is read 8 MiB at a time within a queue of 16 MiB, as
-    before tails: an uncapped read of 8 x 50,000 records of 1 KB then sent 1.05 bytes per payload
-    byte, and prefetching a whole fetch ahead keeps the read going while the reader builds its
-    batches."""
-    range_bytes = records * (record_bytes or _GUESSED_RECORD_BYTES)
-    if range_bytes / _PREFETCH_SHARE < _PRODUCER_BATCH_BYTES:
-        queue_kbytes, fetch = _EMPTY_QUEUE_KBYTES, _empty_queue_fetch_bytes(range_bytes)
-    else:
-        queue_kbytes, fetch = _QUEUE_BYTES // 1024, _PARTITION_FETCH_BYTES
-    sized = {"queued.max.messages.kbytes": queue_kbytes, "max.partition.fetch.bytes": fetch}
-    own = {key: value for key, value in sized.items() if key not in client_config}
-    return (queue_kbytes * 1024 + fetch if own else 0), own
-
-
-def _empty_queue_fetch_bytes(range_bytes: float) -> int:
-    """About an eighth of the range, the power of two at or below it, within
-    :data:`_EMPTY_QUEUE_FETCH_BYTES`: a fetch the pause drops costs at most about an eighth of
-    the range, and a range takes about 8 to 16 round trips (prefetch_settings)."""
-    least, most = _EMPTY_QUEUE_FETCH_BYTES
-    eighth = int(range_bytes / _EMPTY_QUEUE_FETCHES)
-    return max(least, min(most, 1 << max(eighth, 1).bit_length() - 1))
-
-
-def collection_held(steps: Generator[pa.RecordBatch, None, bool]) -> Generator[pa.RecordBatch, None, bool]:
-    """``steps`` run with Python's cyclic garbage collector held off, and their consumer (Spark's
-    worker, and the user's code in it) between two batches with it as it found it.
-
-    Every record ``consume()`` returns is a new ``Message`` the collector tracks, and the read
-    keeps thousands alive until they become a batch: at CPython's thresholds that set off a
-    young-generation collection every 700 allocations, each traversing objects it knows are
-    acyclic (freed by reference counting as soon as the batch is built). Collection is
-    re-enabled before each batch is handed on, and when ``steps`` raises or is closed; a
-    collector the consumer disabled stays disabled (``gc.isenabled`` is asked at every step)."""
-    while True:
-        held = gc.isenabled()
-        if held:
-            gc.disable()
-        try:
-            batch = next(steps)
-        except StopIteration as done:
-            return done.value
-        finally:
-            if held:
-                gc.enable()
-        try:
-            yield batch
-        except GeneratorExit:
-            steps.close()
-            raise
-
-
-def lost_offsets(next_offset: int, end: int, low: int, high: int) -> tuple[int, int, str]:
-    """The offsets ``[from, to)`` of ``[next_offset, end)`` that a log ``[low, high)`` no longer
-    holds, and why: records deleted below the log start, or a log truncated below its end."""
-    if low > next_offset:
-        return next_offset, min(low, end), f"the log starts at offset {low}"
-    return max(next_offset, high), end, f"the log ends at offset {high}"
-
-
-class _Columns:
-    """Column-wise accumulation of consumed records, turned into one RecordBatch at a time."""
-
-    def __init__(
-        self,
-        topic: str,
-        include_headers: bool,
-        *,
-        partition_time: Optional[int] = None,
-        partition_time_column: bool = False,
-        event_time: Optional[RecordTime] = None,
-        check_order: bool = False,
-        decoders: Sequence[DecodePolicy] = (),
-    ) -> None:
-        """``partition_time``: the partition's time before the range's first record (-1: none),
-        from which its running maximum continues; None where it is not followed.
-        ``partition_time_column``: add it as ``partitionTime`` (``includePartitionTime``).
-        ``event_time``: the ``eventTime.*`` seam; None: no ``eventTime`` column, and the
-        partition time follows the Kafka timestamps. ``check_order``: fail on a record whose
-        time is below the partition time before it (``eventTime.order=nonDecreasing``: the
-        driver planned from a few records, on the user's word that the rest lie between).
-        ``decoders``: ``records -> arrays`` for each decoded format (the decoded column, and
-        under PERMISSIVE its error column), the last columns (executor/decode_policy.py)."""
-        self._decoders = decoders
-        self._topic = topic
-        self._check_order = check_order
-        self._include_headers = include_headers
-        self._partition_time = partition_time
-        self._partition_time_column = partition_time_column
-        self._event_time = event_time
-        self.payload_bytes = 0
-        self.records = 0
-        """Key and value bytes, and records, of every batch built so far."""
-        self._clear()
-
-    def _clear(self) -> None:
-        self.keys: list[Optional[bytes]] = []
-        self.values: list[Optional[bytes]] = []
-        self.partitions: list[tuple[int, int]] = []  # (partition, run length)
-        self.offsets: list[int] = []
-        self.timestamps: list[tuple[int, int]] = []  # (kind, ms) as confluent-kafka gives them
-        self.headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
-        self.event_times: list[int] = []  # time codes of the eventTime.* seam
-        self.decoded: list[list[pa.Array]] = [[] for d in self._decoders for _ in range(d.width)]
-        """Per decoded column (and error column), its arrays, one per consume()."""
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def extend(self, records: list) -> None:
-        if not records:
-            return
-        # Comprehensions: map(methodcaller(...)) measured slower on CPython 3.11 (one process,
-        # best of 15), and map(Message.value) refuses any record but confluent-kafka's.
-        values = [m.value() for m in records]
-        self.keys.extend([m.key() for m in records])
-        self.values.extend(values)
-        # One consume() call of a consumer assigned to one partition: one partition.
-        self.partitions.append((records[0].partition(), len(records)))
-        self.offsets.extend([m.offset() for m in records])
-        self.timestamps.extend([m.timestamp() for m in records])
-        if self._include_headers:
-            # A record without headers reads as null, as in format("kafka") (measured beside
-            # Spark 4.2.0's connector, integration/test_format_kafka_parity.py).
-            self.headers.extend([m.headers() or None for m in records])
-        if self._event_time is not None:
-            # The driver planned the batch with the same function (event_time/seam.py); a record
-            # whose time fails (eventTime.onInvalid=fail) fails the task, naming it.
-            self.event_times.extend(self._event_time.times_of(records, values))
-        arrays = decoded_columns(self._decoders, records)
-        for column, array in zip(self.decoded, arrays):
-            column.append(array)
-
-    def to_batch(self, schema: pa.Schema) -> pa.RecordBatch:
-        count = len(self.offsets)
-        kinds_and_times = np.fromiter(
-            itertools.chain.from_iterable(self.timestamps), dtype=np.int64, count=2 * count
-        ).reshape(count, 2)
-        # confluent-kafka: 0 = not available, 1 = CreateTime, 2 = LogAppendTime; Spark (Java's
-        # TimestampType.id): -1, 0, 1. A record without timestamp gets a null timestamp.
-        timestamp_type = kinds_and_times[:, 0] - 1
-        self._check_timestamps(kinds_and_times[:, 1], timestamp_type >= 0)
-        timestamp_us = pa.array(
-            kinds_and_times[:, 1] * 1000, mask=timestamp_type < 0
-        ).cast(schema.field("timestamp").type)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            # One value repeated, not a list of count references converted (3.3 ms of 10,000 rows).
-            pa.repeat(pa.scalar(self._topic, pa.string()), count),
-            pa.array(
-                np.repeat(
-                    np.array([p for p, _ in self.partitions], dtype=np.int32),
-                    [n for _, n in self.partitions],
-                ),
-                pa.int32(),
-            ),
-            pa.array(self.offsets, pa.int64()),
-            timestamp_us,
-            pa.array(timestamp_type.astype(np.int32), pa.int32()),
-        ]
-        if self._include_headers:
-            arrays.append(pa.array(self.headers, schema.field("headers").type))
-        # Each record's time code (event_time/seam.py): the Kafka timestamp unless eventTime.* is set.
-        times = (
-            np.where(timestamp_type >= 0, kinds_and_times[:, 1], NO_TIME) if self._event_time is None
-            else np.fromiter(self.event_times, dtype=np.int64, count=count)
-        )
-        after: Optional[np.ndarray] = None
-        if self._partition_time is not None:
-            before, after = self._partition_times(times)
-            if self._check_order:
-                self._fail_on_disorder(times, before)
-            times = np.where(times == PARTITION_TIME, self._partition_time_or_fail(before, times), times)
-        if self._event_time is not None:
-            if self._event_time.skipped_shows_kafka_timestamp:
-                # onInvalid=recordTimestamp under eventTime.order=nonDecreasing: the write time
-                # shows in the column only; it took no part in the check above (event_time/seam.py).
-                times = np.where(times == SKIPPED, np.where(timestamp_type >= 0, kinds_and_times[:, 1], NO_TIME),
-                                 times)
-            arrays.append(_timestamps(times, schema.field("eventTime").type))
-        if self._partition_time_column:
-            assert after is not None, "partitionTime needs the partition time followed"
-            arrays.append(_timestamps(after, schema.field("partitionTime").type))
-        for column in self.decoded:
-            arrays.append(pa.concat_arrays(column) if len(column) != 1 else column[0])
-        self.payload_bytes += arrays[0].nbytes + arrays[1].nbytes
-        self.records += count
-        self._clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    def _partition_times(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """KIP-472's partition time before and after each record: the largest valid time of the
-        partition up to it, continuing from the range's start (the batch's start offset, so a
-        replay computes the same values). A record without a valid time takes the partition
-        time before it, as Kafka Streams' UsePartitionTimeOnInvalidTimestamp would; -1 while the
-        partition has none."""
-        assert self._partition_time is not None
-        running = np.maximum.accumulate(np.concatenate(([self._partition_time], np.maximum(times, NO_TIME))))
-        if times.size:
-            self._partition_time = int(running[-1])
-        return running[:-1], running[1:]
-
-    def _partition_time_or_fail(self, before: np.ndarray, times: np.ndarray) -> np.ndarray:
-        """``before``, where records take their partition's time (eventTime.onInvalid=
-        partitionTime); as Kafka Streams' UsePartitionTimeOnInvalidTimestamp, fail while the
-        partition has none."""
-        unknown = np.flatnonzero((times == PARTITION_TIME) & (before < 0))
-        if unknown.size:
-            first = int(unknown[0])
-            raise KafkaSyncEventTimeError(
-                f"kafkasync: no event time for {self._topic}-{self._partition_at(first)} offset "
-                f"{self.offsets[first]}: its time is invalid and eventTime.onInvalid=partitionTime, but "
-                "the partition has no time yet (no valid time before it since the query started); "
-                "Kafka Streams' UsePartitionTimeOnInvalidTimestamp fails here too. Use skip or "
-                "recordTimestamp to read such records."
-            )
-        return before
-
-    def _fail_on_disorder(self, times: np.ndarray, before: np.ndarray) -> None:
-        """Raise at the first record with a time of its own below its partition's time
-        before it (the running maximum, from the batch's start offset)."""
-        older = np.flatnonzero((times >= 0) & (times < before))
-        if older.size:
-            first = int(older[0])
-            raise broken_order(self._topic, self._partition_at(first), self.offsets[first], int(times[first]),
-                               f"the partition's time {int(before[first])} before it")
-
-    def _partition_at(self, index: int) -> int:
-        """The partition of the ``index``-th record accumulated."""
-        run_ends = np.cumsum([n for _, n in self.partitions])
-        return self.partitions[int(np.searchsorted(run_ends, index, side="right"))][0]
-
-    def _check_timestamps(self, millis: np.ndarray, present: np.ndarray) -> None:
-        """Fail on a timestamp whose microseconds overflow int64 (Spark's TimestampType)
-        instead of returning a wrapped-around date. format("kafka") fails on it too: its
-        record-to-row conversion calls ``DateTimeUtils.fromJavaTimestamp``, whose
-        ``instantToMicros`` uses ``Math.multiplyExact`` (apache/spark
-        ``KafkaRecordToRowConverter.scala``, ``DateTimeUtils.scala``)."""
-        bad = np.flatnonzero(present & (np.abs(millis) > _MAX_TIMESTAMP_MS))
-        if not len(bad):
-            return
-        first = int(bad[0])
-        raise ValueError(
-            f"kafkasync: record {self._topic}-{self._partition_at(first)} offset {self.offsets[first]} has "
-            f"timestamp {int(millis[first])} ms, beyond what Spark's timestamp type holds "
-            f"(|ms| <= {_MAX_TIMESTAMP_MS}); format(\"kafka\") fails on it too."
-        )
-
-
-def _timestamps(millis: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-    """Epoch milliseconds as a Spark timestamp column; null where negative (no time)."""
-    return pa.array(millis * 1000, mask=millis < 0).cast(arrow_type)

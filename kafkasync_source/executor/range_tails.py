@@ -18,14 +18,14 @@ each with a consumer pool of its own, so the tail is kept where every worker of 
 it: a file per range start under a temporary directory only this user may enter, named by the
 query run's consumer scope, the cluster, topic, partition and offset (never the client's
 settings: they may hold secrets). A tail is taken only where the consumer likely holds enough
-past the range (range_reader._worth_a_tail), at most :data:`MAX_TAIL_BYTES`; files are removed
+past the range (consumer_tails._worth_a_tail), at most :data:`MAX_TAIL_BYTES`; files are removed
 when taken, and those of stopped queries after :data:`STALE_AFTER_S`.
 
 Records fetched earlier may have been deleted since (``DeleteRecords``, retention) or, after an
 unclean leader election, truncated away: format("kafka") hands its cached records over
 regardless; a tail is used only after the partition's log start and end, asked of the broker,
 show it still holds every offset the tail stands for. Otherwise the range is fetched afresh and
-a loss is found and reported as without tails (range_reader.py).
+a loss is found and reported as without tails (data_loss.py).
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ logger = logging.getLogger(__name__)
 
 MIN_TAIL_BYTES = 64 * 1024
 """What a range's consumer must be likely to hold past the range's end for it to be taken and
-kept (range_reader._worth_a_tail): a tail is checked with a log look-up, a round trip, and a
+kept (consumer_tails._worth_a_tail): a tail is checked with a log look-up, a round trip, and a
 live stream's consumer holds a few records past its range, fetched with the next range anyway.
 Once taken, any tail is kept, however small: the producer batch it ends (up to 1 MB) would be
 fetched whole again for it (measured: tails of 44 records, dropped as too small, cost a refetch
 of the 700 KB batch holding them)."""
 MAX_TAIL_BYTES = 16 * 1024 * 1024
-"""At most a consumer's largest prefetch (range_reader.prefetch_settings)."""
+"""At most a consumer's largest prefetch (consumer_settings.prefetch_settings)."""
 STALE_AFTER_S = 120.0
 """Tails not taken for this long are of a query that stopped, or of a partition read elsewhere."""
 _SWEEP_EVERY_S = 60.0
@@ -120,7 +120,7 @@ class RangeTails:
         self.kept = 0
         self.taken = 0
         self.refused = 0
-        """Tails taken but not used: the log no longer held them (range_reader._log_holds)."""
+        """Tails taken but not used: the log no longer held them (consumer_tails._log_holds)."""
 
     def _private_directory(self, create: bool) -> bool:
         """Whether the directory is this user's alone (creating it so if ``create``). Where

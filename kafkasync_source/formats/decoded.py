@@ -3,7 +3,7 @@
 Why a second return value: a record whose value cannot be decoded (not framed, a schema id the
 registry does not know, bytes that do not match the writer schema, a writer that does not resolve
 to the reader) must never become a plausible value, nor a null nobody counts. The decoders only
-say which rows failed and why; one place on the executors (executor/range_reader.py) applies the
+say which rows failed and why; one place on the executors (executor/decode_policy.py) applies the
 query's ``<part>.decode.mode``: ``FAILFAST`` (the default, as ``from_avro``/``from_protobuf``)
 fails the query naming the topic, partition, offset, schema id and field; ``PERMISSIVE`` keeps a
 null there, counts it and logs the first of each kind.

@@ -12,6 +12,8 @@ varint; the single byte ``0`` stands for ``[0]``, the first message). Sources: C
 
 from __future__ import annotations
 
+from typing import Optional
+
 from kafkasync_source.event_time.formats import InvalidTime
 
 MAGIC_BYTE = 0
@@ -35,6 +37,15 @@ def schema_id(payload: object) -> int:
         raise NotFramed(f"the payload starts with byte {payload[0]}, not Confluent's magic byte 0")
     return int.from_bytes(payload[1:HEADER_BYTES], "big")
 
+
+
+def schema_id_or_none(payload: object) -> Optional[int]:
+    """The writer schema's id where the payload is framed, else None: what an undecodable row
+    names (formats/decoded.py), whatever else was wrong with it."""
+    try:
+        return schema_id(payload)
+    except NotFramed:
+        return None
 
 def read_varint(payload: bytes, position: int) -> tuple[int, int]:
     """A zigzag-encoded varint at ``position`` (Avro's int/long, Confluent's Protobuf indexes):

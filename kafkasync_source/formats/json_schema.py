@@ -35,7 +35,7 @@ from kafkasync_source.formats.decoded import (
     TypeBudget,
     Undecodable,
 )
-from kafkasync_source.formats.framing import HEADER_BYTES, NotFramed, schema_id
+from kafkasync_source.formats.framing import HEADER_BYTES, NotFramed, schema_id, schema_id_or_none
 from kafkasync_source.formats.json_values import NotAValue, document_converter
 from kafkasync_source.formats.registry import UnknownSchema, registry
 
@@ -210,7 +210,7 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], DecodedCol
                 try:
                     row = convert(_known_body(options, payload))
                 except (InvalidTime, NotAValue) as why:
-                    undecodable.append(Undecodable(index, _kind(why), str(why), _schema_id_or_none(payload)))
+                    undecodable.append(Undecodable(index, _kind(why), str(why), schema_id_or_none(payload)))
             rows.append(row)
         return DecodedColumn(pa.array(rows, type=arrow_type), tuple(undecodable))
     return column
@@ -224,10 +224,3 @@ def _kind(err: Exception) -> str:
     if isinstance(err, NotJsonSchema):
         return INCOMPATIBLE
     return MALFORMED
-
-
-def _schema_id_or_none(payload: Any) -> Optional[int]:
-    try:
-        return schema_id(payload)
-    except NotFramed:
-        return None

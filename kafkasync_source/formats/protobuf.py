@@ -51,7 +51,7 @@ from kafkasync_source.formats.decoded import (
     TypeBudget,
     Undecodable,
 )
-from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id
+from kafkasync_source.formats.framing import NotFramed, protobuf_indexes, schema_id, schema_id_or_none
 from kafkasync_source.formats.protobuf_columns import (
     Columns,
     ConversionError,
@@ -426,16 +426,9 @@ def column_decoder(options: Any, arrow_type: Any) -> Callable[[list], DecodedCol
                     schema_ref = parsed.schema_id
                     row = columns.row(parsed.message)
                 except InvalidTime as why:
-                    undecodable.append(Undecodable(index, _kind(why), str(why), _schema_id_or_none(payload)))
+                    undecodable.append(Undecodable(index, _kind(why), str(why), schema_id_or_none(payload)))
                 except ConversionError as why:
                     undecodable.append(Undecodable(index, MALFORMED, str(why), schema_ref))
             rows.append(row)
         return DecodedColumn(pa.array(rows, type=arrow_type), tuple(undecodable))
     return column
-
-
-def _schema_id_or_none(payload: Any) -> Optional[int]:
-    try:
-        return schema_id(payload)
-    except NotFramed:
-        return None

@@ -23,7 +23,7 @@ about it changes, and no other socket of the process (a UDF's connections, Kafka
 **A full garbage collection after every task.** PySpark's daemon runs ``gc.collect()`` in a
 reused worker after each task (``pyspark/daemon.py``), and a full collection scans every object
 the worker tracks: PySpark's, pyarrow's, numpy's and confluent-kafka's modules, about 82,000
-objects. Measured on a live stream (``benchmarks/runner_trace.py``): 50-100 ms per collection, on
+objects. Measured on a live stream (``benchmarks/harness/runner_trace.py``): 50-100 ms per collection, on
 each worker after each task, on 2 cores whose JVM is meanwhile finishing the batch and starting
 the next. So at the worker's second task (the first may still import what tasks need) the
 garbage is collected once more and every object alive then is moved out of the collector's
