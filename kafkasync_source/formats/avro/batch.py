@@ -11,7 +11,8 @@ by each step of the writer schema's program (a varint's length, a string's lengt
 fixed size), branching by mask at unions, looping at arrays' and maps' blocks, and an end it may
 not pass. The answer is all or nothing: a batch in which any record is cut short, takes the null
 branch of a union on the path, holds a negative length, an index no writer writes, a varint of
-more than 10 bytes or a block of more items than bytes left raises :class:`NotInBatch`, and the
+more than 10 bytes (5 for an int, an enum's or a union's index), a block given with its
+size or a block of more items than bytes left raises :class:`NotInBatch`, and the
 caller reads each record alone (values.py, time_path.py), which gives each its exact value or
 named error. Nothing here loops more often than the bytes allow: a block of ``n`` items needs
 ``n`` times its items' size in bytes left, blocks of more than :data:`BLOCK_IN_BATCH` items
@@ -120,7 +121,9 @@ class Program:
         size = fixed_size(node)
         if size is not None:
             return [_jump(size)] if size else []
-        if kind in ("int", "long", "enum"):
+        if kind in ("int", "enum"):
+            return [_int]
+        if kind == "long":
             return [_varint]
         if kind in ("string", "bytes"):
             return [_length_prefixed]
@@ -149,6 +152,19 @@ def _varint(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Whi
     positions[which] += varints(buf, positions[which])[1]
 
 
+def _int(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
+    """An int or an enum's index: 5 bytes and 32 bits at most, as values.py (Java's readInt)."""
+    positions[which] += int_varints(buf, positions[which])[1]
+
+
+def int_varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`varints` of ints (an int, an enum's or a union's index); NotInBatch beyond 32 bits."""
+    values, sizes = varints(buf, at, 5)
+    if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+        raise NotInBatch("an int beyond 32 bits")
+    return values, sizes
+
+
 def _length_prefixed(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
     """A string or bytes skipped. A length past its record is refused later, where the position
     is checked against the record's end (positions only move forward: :func:`leaf_values`,
@@ -162,7 +178,7 @@ def _length_prefixed(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, w
 
 def _union(branches: list[list[Op]]) -> Op:
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
-        chosen, sizes = varints(buf, positions[which])
+        chosen, sizes = int_varints(buf, positions[which])
         if (chosen < 0).any() or (chosen >= len(branches)).any():
             raise NotInBatch("a union index beyond the writer schema")
         positions[which] += sizes
@@ -175,8 +191,9 @@ def _union(branches: list[list[Op]]) -> Op:
 
 
 def _blocks(item: list[Op], item_size: Optional[int]) -> Op:
-    """Arrays and maps: blocks of a count (negative: then the block's size in bytes), until 0.
-    Items of one size are jumped over at once; others one pass each, at most BLOCK_IN_BATCH."""
+    """Arrays and maps: blocks of a count, until 0 (a negative count, followed by the block's size,
+    goes record by record: values.blocks). Items of one size are jumped over at once; others one
+    pass each, at most BLOCK_IN_BATCH."""
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
         open_ = np.arange(len(positions)) if isinstance(which, slice) else which
         while len(open_):  # each turn reads a count of at least one byte inside each open record
@@ -185,21 +202,17 @@ def _blocks(item: list[Op], item_size: Optional[int]) -> Op:
             counts, sizes = varints(buf, positions[open_])
             positions[open_] += sizes
             more = counts != 0
-            sized_mask = counts < 0
-            sized = open_[sized_mask]
-            if len(sized):  # a block given with its size: jump over it whole
-                block_bytes, size_sizes = varints(buf, positions[sized])
-                if (block_bytes < 0).any() or (block_bytes > ends[sized] - positions[sized] - size_sizes).any():
-                    raise NotInBatch("a block size that is negative or past the record")
-                positions[sized] += size_sizes + block_bytes
-                counts = np.where(sized_mask, 0, counts)
+            if (counts < 0).any():  # a block given with its size: values.py checks the size against its items
+                raise NotInBatch("a block given with its size: record by record")
             if item_size:  # items of one size: jumped over, if the bytes left hold them
                 if (counts > (ends[open_] - positions[open_]) // item_size).any():
                     raise NotInBatch("a block of more items than bytes left")
                 positions[open_] += counts * item_size
-            elif counts.max(initial=0) > BLOCK_IN_BATCH:  # items of no size too: record by record
+            elif item_size == 0 and counts.any():  # values.py caps them per record (ZERO_SIZE_ITEMS)
+                raise NotInBatch("items of no size: record by record")
+            elif counts.max(initial=0) > BLOCK_IN_BATCH:
                 raise NotInBatch("a large block: record by record")
-            elif item_size is None:
+            else:
                 for k in range(int(counts.max(initial=0))):
                     run(item, buf, positions, ends, open_[counts > k])
             open_ = open_[more]
@@ -226,7 +239,7 @@ def leaf_values(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, kind: 
 def branch_check(expected: int) -> Op:
     """A writer union on the path: every record must take branch ``expected``."""
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
-        chosen, sizes = varints(buf, positions[which])
+        chosen, sizes = int_varints(buf, positions[which])
         if (chosen != expected).any():
             raise NotInBatch("another branch (a null) on the path")
         positions[which] += sizes

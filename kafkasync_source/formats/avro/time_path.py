@@ -98,6 +98,8 @@ def plan(action: Action, steps: list[str]) -> Plan:
         if not isinstance(action, RecordRead):
             raise PathIncompatible(f"{prefix} is a {action.writer.describe()} in the writer schema, not a record")
         if action.error is not None:
+            if branch is not None or any(stage.branch is not None for stage in stages):
+                raise _Generic(f"{prefix}: a record behind a writer's union that does not resolve")
             raise PathIncompatible(action.error.message())
         index = next((i for i, f in enumerate(action.reader.fields) if f.name == steps[depth]), None)
         if index is None:
@@ -126,6 +128,11 @@ def _through_unions(action: Action, prefix: str) -> tuple[Optional[int], Action]
         if len(leading) != 1 or leading[0] > 63:
             raise _Generic(f"{prefix} is a union of several types in the writer schema")
         branch, action = leading[0], action.branches[leading[0]]
+        if isinstance(action, Incompatible) or (isinstance(action, ReaderUnion)
+                                                and isinstance(action.action, Incompatible)):
+            # Only the records that take this branch fail (Java's ErrorAction); the others are
+            # null on the path, an invalid time: values.py decides per record.
+            raise _Generic(f"{prefix}: a writer union whose branch on the path does not resolve")
     if isinstance(action, ReaderUnion):
         assert action.action is not None
         action = action.action
@@ -228,10 +235,11 @@ _LINES = {
     "pos = start": "pos = {}",
     "pos += n": "pos += {}",
     "skip varint": "if buf[pos] & 128:\n    pos = skip_varint(buf, pos)\nelse:\n    pos += 1",
+    "skip int": "if buf[pos] & 128:\n    pos = skip_int(buf, pos)\nelse:\n    pos += 1",
     "skip bytes": "b = buf[pos]\nif b & 129:\n    pos = skip_bytes(buf, pos)\nelse:\n    pos += 1 + (b >> 1)",
     "skip bytes by table": "pos += SHORT[buf[pos]]",
     "call": "pos = calls[{}](buf, pos)",
-    "union index": "b = buf[pos]\npos += 1",
+    "union index": "b = buf[pos]\nif b & 128:\n    b, pos = union_index(buf, pos)\nelse:\n    pos += 1",
     "if branch": "if b == {}:\n    pass",
     "elif branch": "elif b == {}:\n    pass",
     "else bad index": "else:\n    raise InvalidTime('a union index beyond the writer schema')",
@@ -239,6 +247,7 @@ _LINES = {
     "varint first byte": "b = buf[pos]\nv = b & 127",
     "varint next byte": "if b > 127:\n    b = buf[pos + {}]\n    v |= (b & 127) << {}",
     "varint tenth byte": "if b > 1:\n    raise InvalidTime('a varint longer than 10 bytes, or beyond 64 bits')",
+    "varint fifth byte": "if b > 127:\n    raise InvalidTime('an int longer than 5 bytes')",
     "zigzag": "v = (v >> 1) ^ -(v & 1)",
     "float leaf": "v = FLOAT.unpack_from(buf, pos)[0]",
     "double leaf": "v = DOUBLE.unpack_from(buf, pos)[0]",
@@ -270,7 +279,8 @@ class _Emitter:
         tail = (["inline millis"] if inline_millis else []) + ["convert"]
         messages = [stage.prefix for stage in self._plan.stages] + [self._path]
         scope = {"convert": convert, "MAX_TIME_MS": MAX_TIME_MS, "messages": messages, "InvalidTime": InvalidTime,
-                 "skip_varint": _skip_varint, "skip_bytes": _skip_bytes,
+                 "skip_varint": _skip_varint, "skip_int": _skip_int, "union_index": _union_index,
+                 "skip_bytes": _skip_bytes,
                  "bytes_leaf": _bytes_leaf, "DOUBLE": _DOUBLE, "FLOAT": _FLOAT, "SHORT": _SHORT_LENGTH,
                  "calls": self._calls, "off_the_path": _off_the_path(messages)}
         exact = self._function(scope, tail)
@@ -292,7 +302,7 @@ class _Emitter:
         assert self._plan.leaf is not None
         kind = self._plan.leaf.writer.kind
         if kind in ("int", "long"):
-            self._varint_leaf(lines)
+            self._varint_leaf(lines, 5 if kind == "int" else 10)
             if kind == "int":
                 self.line(lines, 0, "int check")
         else:
@@ -319,14 +329,16 @@ class _Emitter:
                 raise ValueError(f"a generated reader takes non-negative integers only, not {number!r}")
         return ["    " * indent + part for part in _LINES[key].format(*numbers).split("\n")]
 
-    def _varint_leaf(self, lines: list[str]) -> None:
+    def _varint_leaf(self, lines: list[str], max_bytes: int) -> None:
         """A zigzag varint read into ``v`` inline, one nested branch a byte (at most 10): no loop
         counter or shift to keep, which for an epoch time in ms (6 bytes) halves the leaf's steps.
-        A tenth byte above 1 (past 64 bits) or with its continuation bit is no long."""
+        A tenth byte above 1 (past 64 bits) or with its continuation bit is no long; a fifth
+        byte with its continuation bit no int (values.py refuses both: the same bytes give no
+        time here and no value there)."""
         self.line(lines, 0, "varint first byte")
-        for byte in range(1, 10):
+        for byte in range(1, max_bytes):
             self.line(lines, byte - 1, "varint next byte", byte, 7 * byte)
-        self.line(lines, 9, "varint tenth byte")
+        self.line(lines, max_bytes - 1, "varint tenth byte" if max_bytes == 10 else "varint fifth byte")
         self.line(lines, 0, "zigzag")
 
     def _skip(self, node: Node, lines: list[str], indent: int) -> None:
@@ -335,7 +347,9 @@ class _Emitter:
         if size is not None:
             if size:
                 self.line(lines, indent, "pos += n", size)
-        elif kind in ("int", "long", "enum"):
+        elif kind in ("int", "enum"):
+            self.line(lines, indent, "skip int")
+        elif kind == "long":
             self.line(lines, indent, "skip varint")
         elif kind in ("string", "bytes"):
             self.line(lines, indent, "skip bytes by table" if self._optimistic else "skip bytes")
@@ -368,13 +382,32 @@ def _bounded(skip: Callable[[Cursor], None]) -> Callable[[bytes, int], int]:
     return call
 
 
-def _skip_varint(buf: bytes, pos: int) -> int:
-    for end in range(pos, min(pos + 10, len(buf))):
+def _skip_varint(buf: bytes, pos: int, max_bytes: int = 10) -> int:
+    """Past a long (``max_bytes`` 5: an int), refusing what values.py's ``varint`` refuses: more
+    than ``max_bytes`` bytes, or a last byte that carries bits beyond 64 (32) bits."""
+    for end in range(pos, min(pos + max_bytes, len(buf))):
         if buf[end] < 0x80:
+            if end == pos + max_bytes - 1 and buf[end] > (1 if max_bytes == 10 else 15):
+                raise InvalidTime(f"a varint beyond {64 if max_bytes == 10 else 32} bits")
             return end + 1
-    if len(buf) < pos + 10:
+    if len(buf) < pos + max_bytes:
         raise IndexError("the payload ends inside a number")
-    raise InvalidTime("a varint longer than 10 bytes")
+    raise InvalidTime(f"a varint longer than {max_bytes} bytes")
+
+
+def _skip_int(buf: bytes, pos: int) -> int:
+    """Past an int or an enum's index (Java's readInt: 5 bytes, 32 bits)."""
+    return _skip_varint(buf, pos, 5)
+
+
+def _union_index(buf: bytes, pos: int) -> tuple[int, int]:
+    """A union's index of more than one byte (Java's readIndex is readInt: 5 bytes, 32 bits), as
+    the raw zigzag number the generated code compares (``2 * branch``), and the position after."""
+    end = _skip_int(buf, pos)
+    raw = 0
+    for shift, byte in enumerate(buf[pos:end]):
+        raw |= (byte & 0x7F) << (7 * shift)
+    return raw, end
 
 
 def _skip_bytes(buf: bytes, pos: int) -> int:
