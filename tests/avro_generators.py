@@ -238,7 +238,8 @@ def evolved(draw: Any, writer: Any, in_union: bool = False, ordered: bool = Fals
         if fate == "drop":
             continue
         field = {"name": f["name"], "type": draw(evolved(f["type"]))}
-        if "default" in f and field["type"] == f["type"]:  # kept: a writer of an earlier version still reads
+        if "default" in f and _default_still_fits(f["type"], field["type"], f["default"]):
+            # kept: a writer of any earlier version still resolves to this one
             field["default"] = f["default"]
         if fate == "rename":  # the old names stay aliases: a writer of any earlier version still matches
             field = {**field, "name": f"{f['name'].split('_')[0]}_r{next(_COUNTER)}",
@@ -255,6 +256,18 @@ def evolved(draw: Any, writer: Any, in_union: bool = False, ordered: bool = Fals
         fields = [{"name": _name("added"), "type": "int", "default": 3}]
     return {**_namespace_of(writer), "type": "record", "name": writer["name"], "fields": fields,
             **({"aliases": writer["aliases"]} if "aliases" in writer else {})}
+
+
+def _default_still_fits(old: Any, new: Any, default: Any) -> bool:
+    """A field's default is still one of its evolved type: the type unchanged, or a number whose
+    type was promoted or had a logical type added or removed (a millisecond timestamp's default
+    in microseconds within a long)."""
+    if new == old:
+        return True
+    old_kind, new_kind = kind(old), kind(new)
+    if old_kind not in ("int", "long", "float") or new_kind not in (old_kind, *PROMOTIONS[old_kind]):
+        return False
+    return logical(new) not in ("timestamp-millis", "local-timestamp-millis") or abs(default) < 2**50
 
 
 def _namespace_of(named: dict) -> dict:
