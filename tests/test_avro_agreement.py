@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from avro_generators import evolved, records, strip, values
+from avro_named import evolved_named, named_records, normalized
 from avro_support import arrow_type_of, codec, framed, plain_values, text
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -165,3 +166,25 @@ def test_a_record_decodes_the_same_whatever_its_neighbours_and_its_time_is_its_v
             if row not in failed:
                 expected = _time_of_value(plain[row], [name])
                 assert expected is None or time == expected, (row, name, time, expected)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                             HealthCheck.data_too_large])
+@given(st.data())
+def test_mutated_records_of_named_families_end_in_a_value_or_a_named_error(data):
+    """Namespaces, unions of several records and references (avro_named.py), their bytes cut,
+    flipped or given hostile varints: every reader ends in a value, an undecodable row of a named
+    kind with a reason, or an invalid time; nothing else escapes (Deliver 3)."""
+    writer = data.draw(named_records(), "writer")
+    reader = data.draw(evolved_named(writer), "reader")
+    payloads = [data.draw(mutated(framed(strip(writer), value)))
+                for value in data.draw(st.lists(values(normalized(writer)), min_size=1, max_size=4))]
+    compiled = codec(writer, reader)
+    column, undecodable = compiled.decode(payloads, arrow_type_of(reader))
+    assert len(column) == len(payloads) and all(u.kind in (MALFORMED, INCOMPATIBLE) and u.reason
+                                                for u in undecodable)
+    for f in reader["fields"]:  # the writer's "ts", however the reader evolved it (dropped: no path)
+        if (f["name"] == "ts" or "ts" in f.get("aliases", ())) and isinstance(f["type"], (str, dict)):
+            times = compiled.time_path(f["name"], "epochMillis")
+            each = [_time(times, p) for p in payloads]
+            assert times.batch(payloads) in (None, each)
