@@ -21,6 +21,7 @@ go to the record-by-record readers, and items of a fixed size are jumped over at
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -33,6 +34,10 @@ _SHIFTS = (7 * _WIDTH).astype(np.uint64)
 BLOCK_IN_BATCH = 64
 """An array or map block of more items than this is read record by record (a numpy pass per
 item costs more than the record's own reader then)."""
+MAX_OPS = 4096
+"""Ops (fields, union branches, items' fields) one value may run in a batch: each is a numpy pass
+of some 30 us, so a schema of more (65,536 strings in a few hundred bytes of schema text: a
+record holding the one before twice, 16 levels deep) is read faster record by record."""
 Which = Union[np.ndarray, slice]
 """The records an op moves: their indexes, or ``slice(None)`` for all of them (a view, where an
 index array would copy every position in and out at every op: the common case, no union on
@@ -98,26 +103,53 @@ def run(program: list[Op], buf: np.ndarray, positions: np.ndarray, ends: np.ndar
         op(buf, positions, ends, which)
 
 
+_FIXED_SIZES: "weakref.WeakKeyDictionary[Node, Optional[int]]" = weakref.WeakKeyDictionary()
+"""Each record's :func:`fixed_size`, once: a schema whose records each hold the one before twice
+would otherwise cost 2^depth steps (a few hundred bytes of schema text, hours of work)."""
+
+
 def fixed_size(node: Node, _inside: frozenset[int] = frozenset()) -> Optional[int]:
     """The size of every value of ``node`` where it is one size (None: it varies)."""
     if node.kind in ("null", "boolean", "float", "double", "fixed"):
         return {"null": 0, "boolean": 1, "float": 4, "double": 8}.get(node.kind, node.size)
-    if node.kind == "record" and id(node) not in _inside:
-        sizes = [fixed_size(f.type, _inside | {id(node)}) for f in node.fields]
-        return None if None in sizes else sum(s for s in sizes if s is not None)
-    return None
+    if node.kind != "record" or id(node) in _inside:
+        return None
+    if node in _FIXED_SIZES:
+        return _FIXED_SIZES[node]
+    sizes = [fixed_size(f.type, _inside | {id(node)}) for f in node.fields]
+    size = None if None in sizes else sum(s for s in sizes if s is not None)
+    _FIXED_SIZES[node] = size
+    return size
 
 
 class Program:
-    """Compiles a writer schema's values into skip ops (recursive records raise NotInBatch)."""
+    """Compiles a writer schema's values into skip ops (recursive records raise NotInBatch). A
+    record met again is one op that runs its ops, compiled once: the ops stay as many as the
+    schema's types, not as the paths through them (which double with each level of a record
+    holding the one before twice)."""
 
     def __init__(self) -> None:
         self._expanding: set[int] = set()
+        self._records: dict[int, list[Op]] = {}
+        self._weights: dict[int, int] = {}
+
+    def weight(self, node: Node) -> int:
+        """How many ops one value of ``node`` runs (its paths, a record on its own way: 1)."""
+        key = id(node)
+        if key not in self._weights:
+            self._weights[key] = 1  # a recursive record meets itself here (skip refuses it)
+            inner = [f.type for f in node.fields] + node.branches + ([node.element] if node.element else [])
+            self._weights[key] = (node.kind != "record") + sum(self.weight(n) for n in inner)
+        return self._weights[key]
 
     def skip(self, node: Node) -> list[Op]:
         kind = node.kind
         if kind == "record" and id(node) in self._expanding:
             raise NotInBatch("a recursive record")
+        if kind == "record" and id(node) in self._records:
+            return [_sub(self._records[id(node)])]
+        if self.weight(node) > MAX_OPS:
+            raise NotInBatch(f"a value of more than {MAX_OPS} fields: record by record")
         size = fixed_size(node)
         if size is not None:
             return [_jump(size)] if size else []
@@ -133,6 +165,7 @@ class Program:
             self._expanding.add(id(node))
             ops = [op for f in node.fields for op in self.skip(f.type)]
             self._expanding.discard(id(node))
+            self._records[id(node)] = ops
             return ops
         assert node.element is not None and kind in ("array", "map")
         item = self.skip(node.element)
@@ -140,6 +173,12 @@ class Program:
             item = [_length_prefixed, *item]
         element_size = fixed_size(node.element)
         return [_blocks(item, None if element_size is None or kind == "map" else element_size)]
+
+
+def _sub(program: list[Op]) -> Op:
+    def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
+        run(program, buf, positions, ends, which)
+    return op
 
 
 def _jump(size: int) -> Op:

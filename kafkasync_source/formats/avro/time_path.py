@@ -270,7 +270,7 @@ class _Emitter:
         self._calls: list[Callable[[bytes, int], int]] = []
         self._compiler = Compiler()
         self._optimistic = False
-        self._expanding: set[int] = set()
+        self._inlined: set[int] = set()
 
     def compile(self, convert: Callable[[Any], int], inline_millis: bool) -> Callable[[bytes], int]:
         """The exact reader, and an optimistic one in front of it that skips strings by one
@@ -288,6 +288,7 @@ class _Emitter:
         return self._function({**scope, "exact": exact, "StructError": struct.error}, tail)
 
     def _function(self, scope: dict[str, Any], tail: list[str]) -> Callable[[bytes], int]:
+        self._inlined = set()
         lines: list[str] = []
         self.line(lines, 0, "pos = start", HEADER_BYTES)
         for number, stage in enumerate(self._plan.stages):
@@ -359,11 +360,13 @@ class _Emitter:
                 self.line(lines, indent, "if branch" if number == 0 else "elif branch", 2 * number)
                 self._skip(branch, lines, indent + 1)
             self.line(lines, indent, "else bad index")
-        elif kind == "record" and id(node) not in self._expanding:
-            self._expanding.add(id(node))
+        elif kind == "record" and id(node) not in self._inlined:
+            # Inlined once a function; met again (a recursive record, or a type many fields or
+            # levels hold: a record holding the one before twice doubles the paths each level)
+            # it is a bounded call, so a reader's text grows with the schema's types, not its paths.
+            self._inlined.add(id(node))
             for f in node.fields:
                 self._skip(f.type, lines, indent)
-            self._expanding.discard(id(node))
         else:  # arrays, maps, recursive records, huge unions: a bounded call
             self._calls.append(_bounded(self._compiler.skip(node, self._path)))
             self.line(lines, indent, "call", len(self._calls) - 1)
