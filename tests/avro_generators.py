@@ -238,8 +238,9 @@ def evolved(draw: Any, writer: Any, in_union: bool = False, ordered: bool = Fals
         if fate == "drop":
             continue
         field = {"name": f["name"], "type": draw(evolved(f["type"]))}
-        if "default" in f and _default_still_fits(f["type"], field["type"], f["default"]):
-            # kept: a writer of any earlier version still resolves to this one
+        if "default" in f:  # kept, and the type with it where it no longer fits: a writer of any
+            if not _default_still_fits(f["type"], field["type"], f["default"]):  # earlier version resolves
+                field["type"] = f["type"]
             field["default"] = f["default"]
         if fate == "rename":  # the old names stay aliases: a writer of any earlier version still matches
             field = {**field, "name": f"{f['name'].split('_')[0]}_r{next(_COUNTER)}",

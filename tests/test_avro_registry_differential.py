@@ -101,7 +101,8 @@ def bundle(families: list[Family], version: int, oracle: bool = False) -> dict:
     for number, family in enumerate(families):
         schema = family.versions[version]
         fields.append({"name": f"fam{number}", "type": normalized(schema) if oracle else schema})
-    return {"type": "record", "name": "Bundle", "namespace": "kafkasync.differential", "fields": fields}
+    # In the null namespace: a family's types keep the full names its values' unions are labelled by.
+    return {"type": "record", "name": "DifferentialBundle", "fields": fields}
 
 
 def register_families(client: Any, prefix: str, families: list[Family], outcome: Outcome) -> list[Family]:
