@@ -106,6 +106,22 @@ def test_an_incompatible_union_branch_on_the_path_fails_only_the_records_that_ta
     assert times.batch(payloads) is None
 
 
+def test_a_null_the_readers_type_cannot_hold_fails_the_record_on_the_path_as_in_the_value():
+    """A writer's ``["null", "long"]`` read as a plain ``long`` (a registry without compatibility
+    checks lets it through): its nulls are incompatible in ``valueDecoded``, and on the time path
+    too (they were an invalid time there, which ``onInvalid=skip`` would have passed silently)."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "ts", "type": ["null", "long"]}]}
+    reader = {"type": "record", "name": "R", "fields": [{"name": "ts", "type": "long"}]}
+    compiled = codec(writer, reader)
+    payloads = [framed(writer, {"ts": None}), framed(writer, {"ts": ("long", 5)})]
+    column, undecodable = compiled.decode(payloads, arrow_type_of(reader))
+    assert [(u.row, u.kind) for u in undecodable] == [(0, INCOMPATIBLE)] and column.to_pylist()[1] == {"ts": 5}
+    times = compiled.time_path("ts", "epochMillis")
+    with pytest.raises(KafkaSyncFormatError, match="'ts' is a null in the writer schema"):
+        times.time_of(payloads[0])
+    assert times.time_of(payloads[1]) == 5 and times.batch(payloads) is None
+
+
 def _time(path: Any, payload: bytes) -> Any:
     try:
         return path.time_of(payload)

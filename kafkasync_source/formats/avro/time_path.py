@@ -127,12 +127,13 @@ def _through_unions(action: Action, prefix: str) -> tuple[Optional[int], Action]
         leading = [i for i, b in enumerate(action.branches) if not _gives_null(b)]
         if len(leading) != 1 or leading[0] > 63:
             raise _Generic(f"{prefix} is a union of several types in the writer schema")
+        if any(isinstance(b, Incompatible) or (isinstance(b, ReaderUnion) and isinstance(b.action, Incompatible))
+               for b in action.branches):
+            # Only the records that take such a branch fail (Java's ErrorAction: the branch on
+            # the path, or a null the reader's type cannot hold); the others have their time or
+            # are null on the path, an invalid time: values.py decides per record.
+            raise _Generic(f"{prefix}: a writer union with a branch that does not resolve")
         branch, action = leading[0], action.branches[leading[0]]
-        if isinstance(action, Incompatible) or (isinstance(action, ReaderUnion)
-                                                and isinstance(action.action, Incompatible)):
-            # Only the records that take this branch fail (Java's ErrorAction); the others are
-            # null on the path, an invalid time: values.py decides per record.
-            raise _Generic(f"{prefix}: a writer union whose branch on the path does not resolve")
     if isinstance(action, ReaderUnion):
         assert action.action is not None
         action = action.action
