@@ -68,6 +68,26 @@ def test_bytes_the_value_reader_refuses_give_no_time_on_any_reader(schema, body,
     assert path.batch([good, good]) == [3, 3]
 
 
+def test_the_cap_on_items_of_no_size_holds_across_a_records_fields_on_the_time_path():
+    """values.py caps a record's items of no size (``null``, empty records) at 65,536; the time
+    readers' calls counted them per field: 200 arrays of 65,536 nulls before the time, 806 bytes,
+    took 13 million steps (6 s) and gave a time where the value is malformed."""
+    from test_avro_fuzz import _counted
+
+    writer = {"type": "record", "name": "R", "fields": [
+        *({"name": f"a{i}", "type": {"type": "array", "items": "null"}} for i in range(200)),
+        {"name": "ts", "type": "long"}]}
+    payload = HEADER + b"\x80\x80\x08\x00" * 200 + b"\x06"  # each: a block of 65,536 nulls, then 0
+    compiled = codec(writer, writer)
+    column, undecodable = compiled.decode([payload], arrow_type_of(writer))
+    assert [u.kind for u in undecodable] == [MALFORMED] and "items of no size" in undecodable[0].reason
+    times = compiled.time_path("ts", "epochMillis")
+    result, calls = _counted(lambda: times.time_of(payload))
+    assert isinstance(result, InvalidTime) and "items of no size" in str(result)
+    assert calls < 300_000, calls
+    assert times.batch([payload]) is None
+
+
 def test_a_block_given_with_its_right_size_reads_the_same_everywhere():
     payload = HEADER + VALID[:1] + b"\x03\x04\x02\x04\x00" + VALID[2:]  # 2 items in 2 bytes, then 0
     compiled = codec(SKIPPED, SKIPPED)
