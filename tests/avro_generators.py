@@ -185,12 +185,14 @@ def values(schema: Any, *, union_names: bool = True) -> st.SearchStrategy:
 # -- compatible evolutions --------------------------------------------------------------------
 
 @st.composite
-def evolved(draw: Any, writer: Any, in_union: bool = False) -> Any:
+def evolved(draw: Any, writer: Any, in_union: bool = False, ordered: bool = False) -> Any:
     """A reader schema the writer's values resolve to (Avro's rules), drawn from the evolutions
     the registry's BACKWARD check accepts: fields added with defaults or removed, renames through
-    aliases, promotions, logical types added or removed, enum symbols added (with a default),
-    unions reordered, widened or made of a plain type."""
+    aliases, promotions, logical types added or removed, enum symbols added (with a default) or
+    removed (read as the reader's default), unions reordered, widened or made of a plain type."""
     k, lt = kind(writer), logical(writer)
+    if isinstance(writer, str) and k not in PRIMITIVE and k != "null":
+        return writer  # a reference to a named type by its (full) name: the reader's definition of it
     if k == "union":
         return draw(_evolved_union(writer))
     if not in_union and k != "record" and draw(st.integers(0, 5)) == 0:
@@ -214,12 +216,18 @@ def evolved(draw: Any, writer: Any, in_union: bool = False) -> Any:
     if k == "bytes":
         return "bytes"
     if k == "enum":
-        extra = draw(st.lists(st.sampled_from(["N1", "N2", "N3"]), max_size=2, unique=True))
+        extra = draw(st.lists(st.sampled_from([s for s in ("N1", "N2", "N3") if s not in writer["symbols"]]),
+                              max_size=2, unique=True))
         symbols = draw(st.permutations(writer["symbols"])) + extra
+        if draw(st.integers(0, 3)) == 0 and len(symbols) > 1:  # a symbol removed: the reader's default reads it
+            symbols = symbols[1:]
+            reader = {"type": "enum", "name": writer["name"], "symbols": symbols,
+                      "default": draw(st.sampled_from(symbols))}
+            return {**_namespace_of(writer), **reader}
         reader = {"type": "enum", "name": writer["name"], "symbols": symbols}
         if draw(st.booleans()):
             reader["default"] = draw(st.sampled_from(symbols))
-        return reader
+        return {**_namespace_of(writer), **reader}
     if k in ("array", "map"):
         key = "items" if k == "array" else "values"
         return {"type": k, key: draw(evolved(writer[key]))}
@@ -230,16 +238,42 @@ def evolved(draw: Any, writer: Any, in_union: bool = False) -> Any:
         if fate == "drop":
             continue
         field = {"name": f["name"], "type": draw(evolved(f["type"]))}
-        if fate == "rename":
-            field = {**field, "name": f"{f['name']}_renamed", "aliases": [f["name"]]}
+        if "default" in f:  # kept, and the type with it where it no longer fits: a writer of any
+            if not _default_still_fits(f["type"], field["type"], f["default"]):  # earlier version resolves
+                field["type"] = f["type"]
+            field["default"] = f["default"]
+        if fate == "rename":  # the old names stay aliases: a writer of any earlier version still matches
+            field = {**field, "name": f"{f['name'].split('_')[0]}_r{next(_COUNTER)}",
+                     "aliases": [f["name"], *f.get("aliases", [])]}
+        elif "aliases" in f:
+            field["aliases"] = f["aliases"]
         fields.append(field)
     for _ in range(draw(st.integers(0, 2))):
         added_type = draw(types(2))
         fields.append({"name": _name("added"), "type": added_type, "default": draw(defaults(added_type))})
-    fields = draw(st.permutations(fields))
+    if not ordered:  # ordered: a later field may refer to a type an earlier one defines
+        fields = draw(st.permutations(fields))
     if not fields:
         fields = [{"name": _name("added"), "type": "int", "default": 3}]
-    return {"type": "record", "name": writer["name"], "fields": fields}
+    return {**_namespace_of(writer), "type": "record", "name": writer["name"], "fields": fields,
+            **({"aliases": writer["aliases"]} if "aliases" in writer else {})}
+
+
+def _default_still_fits(old: Any, new: Any, default: Any) -> bool:
+    """A field's default is still one of its evolved type: the type unchanged, or a number whose
+    type was promoted or had a logical type added or removed (a millisecond timestamp's default
+    in microseconds within a long)."""
+    if new == old:
+        return True
+    old_kind, new_kind = kind(old), kind(new)
+    if old_kind not in ("int", "long", "float") or new_kind not in (old_kind, *PROMOTIONS[old_kind]):
+        return False
+    return logical(new) not in ("timestamp-millis", "local-timestamp-millis") or abs(default) < 2**50
+
+
+def _namespace_of(named: dict) -> dict:
+    """A named type's ``namespace`` key, kept by its evolution (references name it by full name)."""
+    return {"namespace": named["namespace"]} if "namespace" in named else {}
 
 
 @st.composite

@@ -153,3 +153,35 @@ def test_huge_numbers_in_a_decimal_are_ignored_as_java_ignores_an_invalid_logica
         assert node.logical is None and node.kind == "bytes"
     fixed = parse(json.dumps({"type": "fixed", "name": "F", "size": 2, "logicalType": "decimal", "precision": 9}))
     assert fixed.logical is None
+
+
+def _doubling(depth: int) -> dict:
+    """Records each holding the one before twice (the second time by name): a few hundred bytes of
+    schema text whose paths number 2^depth."""
+    inner: object = {"type": "record", "name": "R0", "fields": [{"name": "s", "type": "string"}]}
+    for level in range(1, depth + 1):
+        inner = {"type": "record", "name": f"R{level}", "fields": [{"name": "a", "type": inner},
+                                                                      {"name": "b", "type": f"R{level - 1}"}]}
+    return {"type": "record", "name": "Top", "fields": [{"name": "x", "type": inner}, {"name": "ts", "type": "long"}]}
+
+
+def test_a_schema_whose_paths_double_each_level_compiles_in_work_linear_in_its_text():
+    """The time readers inlined every path through the writer schema before the event-time field,
+    and the numpy program listed an op per path: 12 levels cost over a million Python calls, 16
+    levels tens of millions (some 20 s), 30 levels hours, on the driver's fetch thread, for one
+    registered schema. Now a record is inlined once and called after that, and a value of more
+    than batch.MAX_OPS fields is read record by record: the work follows the schema's types and
+    the record's bytes (each string at least one)."""
+    from test_avro_fuzz import _counted
+
+    writer = _doubling(12)
+    reader = {"type": "record", "name": "Top", "fields": [{"name": "ts", "type": "long"}]}
+    payload = b"\x00\x00\x00\x00\x07" + b"\x00" * 2**12 + b"\x04"
+    compiled = codec(writer, reader)
+    (path, calls) = _counted(lambda: codec(writer, reader).time_path("ts", "epochMillis").compiled(7))
+    assert calls < 100_000, calls
+    times = compiled.time_path("ts", "epochMillis")
+    assert times.time_of(payload) == 2 and times.batch([payload, payload]) in (None, [2, 2])
+    (decoded, calls) = _counted(lambda: compiled.decode([payload], arrow_type_of(reader)))
+    assert decoded[1] == [] and decoded[0].to_pylist() == [{"ts": 2}]
+    assert calls < 100 * len(payload), calls

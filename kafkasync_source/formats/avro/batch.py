@@ -11,7 +11,8 @@ by each step of the writer schema's program (a varint's length, a string's lengt
 fixed size), branching by mask at unions, looping at arrays' and maps' blocks, and an end it may
 not pass. The answer is all or nothing: a batch in which any record is cut short, takes the null
 branch of a union on the path, holds a negative length, an index no writer writes, a varint of
-more than 10 bytes or a block of more items than bytes left raises :class:`NotInBatch`, and the
+more than 10 bytes (5 for an int, an enum's or a union's index), a block given with its
+size or a block of more items than bytes left raises :class:`NotInBatch`, and the
 caller reads each record alone (values.py, time_path.py), which gives each its exact value or
 named error. Nothing here loops more often than the bytes allow: a block of ``n`` items needs
 ``n`` times its items' size in bytes left, blocks of more than :data:`BLOCK_IN_BATCH` items
@@ -20,6 +21,7 @@ go to the record-by-record readers, and items of a fixed size are jumped over at
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -32,6 +34,10 @@ _SHIFTS = (7 * _WIDTH).astype(np.uint64)
 BLOCK_IN_BATCH = 64
 """An array or map block of more items than this is read record by record (a numpy pass per
 item costs more than the record's own reader then)."""
+MAX_OPS = 4096
+"""Ops (fields, union branches, items' fields) one value may run in a batch: each is a numpy pass
+of some 30 us, so a schema of more (65,536 strings in a few hundred bytes of schema text: a
+record holding the one before twice, 16 levels deep) is read faster record by record."""
 Which = Union[np.ndarray, slice]
 """The records an op moves: their indexes, or ``slice(None)`` for all of them (a view, where an
 index array would copy every position in and out at every op: the common case, no union on
@@ -97,30 +103,59 @@ def run(program: list[Op], buf: np.ndarray, positions: np.ndarray, ends: np.ndar
         op(buf, positions, ends, which)
 
 
+_FIXED_SIZES: "weakref.WeakKeyDictionary[Node, Optional[int]]" = weakref.WeakKeyDictionary()
+"""Each record's :func:`fixed_size`, once: a schema whose records each hold the one before twice
+would otherwise cost 2^depth steps (a few hundred bytes of schema text, hours of work)."""
+
+
 def fixed_size(node: Node, _inside: frozenset[int] = frozenset()) -> Optional[int]:
     """The size of every value of ``node`` where it is one size (None: it varies)."""
     if node.kind in ("null", "boolean", "float", "double", "fixed"):
         return {"null": 0, "boolean": 1, "float": 4, "double": 8}.get(node.kind, node.size)
-    if node.kind == "record" and id(node) not in _inside:
-        sizes = [fixed_size(f.type, _inside | {id(node)}) for f in node.fields]
-        return None if None in sizes else sum(s for s in sizes if s is not None)
-    return None
+    if node.kind != "record" or id(node) in _inside:
+        return None
+    if node in _FIXED_SIZES:
+        return _FIXED_SIZES[node]
+    sizes = [fixed_size(f.type, _inside | {id(node)}) for f in node.fields]
+    size = None if None in sizes else sum(s for s in sizes if s is not None)
+    _FIXED_SIZES[node] = size
+    return size
 
 
 class Program:
-    """Compiles a writer schema's values into skip ops (recursive records raise NotInBatch)."""
+    """Compiles a writer schema's values into skip ops (recursive records raise NotInBatch). A
+    record met again is one op that runs its ops, compiled once: the ops stay as many as the
+    schema's types, not as the paths through them (which double with each level of a record
+    holding the one before twice)."""
 
     def __init__(self) -> None:
         self._expanding: set[int] = set()
+        self._records: dict[int, list[Op]] = {}
+        self._weights: dict[int, int] = {}
+
+    def weight(self, node: Node) -> int:
+        """How many ops one value of ``node`` runs (its paths, a record on its own way: 1)."""
+        key = id(node)
+        if key not in self._weights:
+            self._weights[key] = 1  # a recursive record meets itself here (skip refuses it)
+            inner = [f.type for f in node.fields] + node.branches + ([node.element] if node.element else [])
+            self._weights[key] = (node.kind != "record") + sum(self.weight(n) for n in inner)
+        return self._weights[key]
 
     def skip(self, node: Node) -> list[Op]:
         kind = node.kind
         if kind == "record" and id(node) in self._expanding:
             raise NotInBatch("a recursive record")
+        if kind == "record" and id(node) in self._records:
+            return [_sub(self._records[id(node)])]
+        if self.weight(node) > MAX_OPS:
+            raise NotInBatch(f"a value of more than {MAX_OPS} fields: record by record")
         size = fixed_size(node)
         if size is not None:
             return [_jump(size)] if size else []
-        if kind in ("int", "long", "enum"):
+        if kind in ("int", "enum"):
+            return [_int]
+        if kind == "long":
             return [_varint]
         if kind in ("string", "bytes"):
             return [_length_prefixed]
@@ -130,6 +165,7 @@ class Program:
             self._expanding.add(id(node))
             ops = [op for f in node.fields for op in self.skip(f.type)]
             self._expanding.discard(id(node))
+            self._records[id(node)] = ops
             return ops
         assert node.element is not None and kind in ("array", "map")
         item = self.skip(node.element)
@@ -137,6 +173,12 @@ class Program:
             item = [_length_prefixed, *item]
         element_size = fixed_size(node.element)
         return [_blocks(item, None if element_size is None or kind == "map" else element_size)]
+
+
+def _sub(program: list[Op]) -> Op:
+    def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
+        run(program, buf, positions, ends, which)
+    return op
 
 
 def _jump(size: int) -> Op:
@@ -147,6 +189,19 @@ def _jump(size: int) -> Op:
 
 def _varint(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
     positions[which] += varints(buf, positions[which])[1]
+
+
+def _int(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
+    """An int or an enum's index: 5 bytes and 32 bits at most, as values.py (Java's readInt)."""
+    positions[which] += int_varints(buf, positions[which])[1]
+
+
+def int_varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`varints` of ints (an int, an enum's or a union's index); NotInBatch beyond 32 bits."""
+    values, sizes = varints(buf, at, 5)
+    if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+        raise NotInBatch("an int beyond 32 bits")
+    return values, sizes
 
 
 def _length_prefixed(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
@@ -162,7 +217,7 @@ def _length_prefixed(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, w
 
 def _union(branches: list[list[Op]]) -> Op:
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
-        chosen, sizes = varints(buf, positions[which])
+        chosen, sizes = int_varints(buf, positions[which])
         if (chosen < 0).any() or (chosen >= len(branches)).any():
             raise NotInBatch("a union index beyond the writer schema")
         positions[which] += sizes
@@ -175,8 +230,9 @@ def _union(branches: list[list[Op]]) -> Op:
 
 
 def _blocks(item: list[Op], item_size: Optional[int]) -> Op:
-    """Arrays and maps: blocks of a count (negative: then the block's size in bytes), until 0.
-    Items of one size are jumped over at once; others one pass each, at most BLOCK_IN_BATCH."""
+    """Arrays and maps: blocks of a count, until 0 (a negative count, followed by the block's size,
+    goes record by record: values.blocks). Items of one size are jumped over at once; others one
+    pass each, at most BLOCK_IN_BATCH."""
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
         open_ = np.arange(len(positions)) if isinstance(which, slice) else which
         while len(open_):  # each turn reads a count of at least one byte inside each open record
@@ -185,21 +241,17 @@ def _blocks(item: list[Op], item_size: Optional[int]) -> Op:
             counts, sizes = varints(buf, positions[open_])
             positions[open_] += sizes
             more = counts != 0
-            sized_mask = counts < 0
-            sized = open_[sized_mask]
-            if len(sized):  # a block given with its size: jump over it whole
-                block_bytes, size_sizes = varints(buf, positions[sized])
-                if (block_bytes < 0).any() or (block_bytes > ends[sized] - positions[sized] - size_sizes).any():
-                    raise NotInBatch("a block size that is negative or past the record")
-                positions[sized] += size_sizes + block_bytes
-                counts = np.where(sized_mask, 0, counts)
+            if (counts < 0).any():  # a block given with its size: values.py checks the size against its items
+                raise NotInBatch("a block given with its size: record by record")
             if item_size:  # items of one size: jumped over, if the bytes left hold them
                 if (counts > (ends[open_] - positions[open_]) // item_size).any():
                     raise NotInBatch("a block of more items than bytes left")
                 positions[open_] += counts * item_size
-            elif counts.max(initial=0) > BLOCK_IN_BATCH:  # items of no size too: record by record
+            elif item_size == 0 and counts.any():  # values.py caps them per record (ZERO_SIZE_ITEMS)
+                raise NotInBatch("items of no size: record by record")
+            elif counts.max(initial=0) > BLOCK_IN_BATCH:
                 raise NotInBatch("a large block: record by record")
-            elif item_size is None:
+            else:
                 for k in range(int(counts.max(initial=0))):
                     run(item, buf, positions, ends, open_[counts > k])
             open_ = open_[more]
@@ -226,7 +278,7 @@ def leaf_values(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, kind: 
 def branch_check(expected: int) -> Op:
     """A writer union on the path: every record must take branch ``expected``."""
     def op(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: Which) -> None:
-        chosen, sizes = varints(buf, positions[which])
+        chosen, sizes = int_varints(buf, positions[which])
         if (chosen != expected).any():
             raise NotInBatch("another branch (a null) on the path")
         positions[which] += sizes

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from kafkasync_source.formats.avro.batch import NotInBatch, Program, check_ends, run, varints
+from kafkasync_source.formats.avro.batch import NotInBatch, Program, check_ends, int_varints, run, varints
 from kafkasync_source.formats.avro.resolution import (
     Action,
     Container,
@@ -86,7 +86,7 @@ class Columns:
 
         def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
             at = positions[which]
-            chosen, sizes = varints(buf, at)
+            chosen, sizes = int_varints(buf, at)
             positions[which] = at + sizes
             present = chosen == value_index
             if not present.all():
@@ -252,7 +252,7 @@ def _enum(symbols: list) -> Column:
 
     def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
         at = positions[which]
-        indexes, sizes = varints(buf, at)
+        indexes, sizes = int_varints(buf, at)
         if len(indexes) and (indexes.min() < 0 or indexes.max() >= len(symbols)
                              or some_unmapped and unmapped[indexes].any()):
             raise NotInBatch("an enum index beyond the writer's symbols, or a symbol the reader lacks")

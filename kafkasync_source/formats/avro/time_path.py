@@ -98,6 +98,8 @@ def plan(action: Action, steps: list[str]) -> Plan:
         if not isinstance(action, RecordRead):
             raise PathIncompatible(f"{prefix} is a {action.writer.describe()} in the writer schema, not a record")
         if action.error is not None:
+            if branch is not None or any(stage.branch is not None for stage in stages):
+                raise _Generic(f"{prefix}: a record behind a writer's union that does not resolve")
             raise PathIncompatible(action.error.message())
         index = next((i for i, f in enumerate(action.reader.fields) if f.name == steps[depth]), None)
         if index is None:
@@ -125,6 +127,12 @@ def _through_unions(action: Action, prefix: str) -> tuple[Optional[int], Action]
         leading = [i for i, b in enumerate(action.branches) if not _gives_null(b)]
         if len(leading) != 1 or leading[0] > 63:
             raise _Generic(f"{prefix} is a union of several types in the writer schema")
+        if any(isinstance(b, Incompatible) or (isinstance(b, ReaderUnion) and isinstance(b.action, Incompatible))
+               for b in action.branches):
+            # Only the records that take such a branch fail (Java's ErrorAction: the branch on
+            # the path, or a null the reader's type cannot hold); the others have their time or
+            # are null on the path, an invalid time: values.py decides per record.
+            raise _Generic(f"{prefix}: a writer union with a branch that does not resolve")
         branch, action = leading[0], action.branches[leading[0]]
     if isinstance(action, ReaderUnion):
         assert action.action is not None
@@ -225,13 +233,14 @@ def _value_converter(reader_leaf: Node, time_format: str) -> Callable[[Any], int
 
 
 _LINES = {
-    "pos = start": "pos = {}",
+    "pos = start": "pos = {}\nzero = 0",
     "pos += n": "pos += {}",
     "skip varint": "if buf[pos] & 128:\n    pos = skip_varint(buf, pos)\nelse:\n    pos += 1",
+    "skip int": "if buf[pos] & 128:\n    pos = skip_int(buf, pos)\nelse:\n    pos += 1",
     "skip bytes": "b = buf[pos]\nif b & 129:\n    pos = skip_bytes(buf, pos)\nelse:\n    pos += 1 + (b >> 1)",
     "skip bytes by table": "pos += SHORT[buf[pos]]",
-    "call": "pos = calls[{}](buf, pos)",
-    "union index": "b = buf[pos]\npos += 1",
+    "call": "pos, zero = calls[{}](buf, pos, zero)",
+    "union index": "b = buf[pos]\nif b & 128:\n    b, pos = union_index(buf, pos)\nelse:\n    pos += 1",
     "if branch": "if b == {}:\n    pass",
     "elif branch": "elif b == {}:\n    pass",
     "else bad index": "else:\n    raise InvalidTime('a union index beyond the writer schema')",
@@ -239,6 +248,7 @@ _LINES = {
     "varint first byte": "b = buf[pos]\nv = b & 127",
     "varint next byte": "if b > 127:\n    b = buf[pos + {}]\n    v |= (b & 127) << {}",
     "varint tenth byte": "if b > 1:\n    raise InvalidTime('a varint longer than 10 bytes, or beyond 64 bits')",
+    "varint fifth byte": "if b > 127:\n    raise InvalidTime('an int longer than 5 bytes')",
     "zigzag": "v = (v >> 1) ^ -(v & 1)",
     "float leaf": "v = FLOAT.unpack_from(buf, pos)[0]",
     "double leaf": "v = DOUBLE.unpack_from(buf, pos)[0]",
@@ -258,10 +268,10 @@ class _Emitter:
     def __init__(self, path_plan: Plan, path: str) -> None:
         self._plan = path_plan
         self._path = path
-        self._calls: list[Callable[[bytes, int], int]] = []
+        self._calls: list[Callable[[bytes, int, int], tuple[int, int]]] = []
         self._compiler = Compiler()
         self._optimistic = False
-        self._expanding: set[int] = set()
+        self._inlined: set[int] = set()
 
     def compile(self, convert: Callable[[Any], int], inline_millis: bool) -> Callable[[bytes], int]:
         """The exact reader, and an optimistic one in front of it that skips strings by one
@@ -270,7 +280,8 @@ class _Emitter:
         tail = (["inline millis"] if inline_millis else []) + ["convert"]
         messages = [stage.prefix for stage in self._plan.stages] + [self._path]
         scope = {"convert": convert, "MAX_TIME_MS": MAX_TIME_MS, "messages": messages, "InvalidTime": InvalidTime,
-                 "skip_varint": _skip_varint, "skip_bytes": _skip_bytes,
+                 "skip_varint": _skip_varint, "skip_int": _skip_int, "union_index": _union_index,
+                 "skip_bytes": _skip_bytes,
                  "bytes_leaf": _bytes_leaf, "DOUBLE": _DOUBLE, "FLOAT": _FLOAT, "SHORT": _SHORT_LENGTH,
                  "calls": self._calls, "off_the_path": _off_the_path(messages)}
         exact = self._function(scope, tail)
@@ -278,6 +289,7 @@ class _Emitter:
         return self._function({**scope, "exact": exact, "StructError": struct.error}, tail)
 
     def _function(self, scope: dict[str, Any], tail: list[str]) -> Callable[[bytes], int]:
+        self._inlined = set()
         lines: list[str] = []
         self.line(lines, 0, "pos = start", HEADER_BYTES)
         for number, stage in enumerate(self._plan.stages):
@@ -292,7 +304,7 @@ class _Emitter:
         assert self._plan.leaf is not None
         kind = self._plan.leaf.writer.kind
         if kind in ("int", "long"):
-            self._varint_leaf(lines)
+            self._varint_leaf(lines, 5 if kind == "int" else 10)
             if kind == "int":
                 self.line(lines, 0, "int check")
         else:
@@ -319,14 +331,16 @@ class _Emitter:
                 raise ValueError(f"a generated reader takes non-negative integers only, not {number!r}")
         return ["    " * indent + part for part in _LINES[key].format(*numbers).split("\n")]
 
-    def _varint_leaf(self, lines: list[str]) -> None:
+    def _varint_leaf(self, lines: list[str], max_bytes: int) -> None:
         """A zigzag varint read into ``v`` inline, one nested branch a byte (at most 10): no loop
         counter or shift to keep, which for an epoch time in ms (6 bytes) halves the leaf's steps.
-        A tenth byte above 1 (past 64 bits) or with its continuation bit is no long."""
+        A tenth byte above 1 (past 64 bits) or with its continuation bit is no long; a fifth
+        byte with its continuation bit no int (values.py refuses both: the same bytes give no
+        time here and no value there)."""
         self.line(lines, 0, "varint first byte")
-        for byte in range(1, 10):
+        for byte in range(1, max_bytes):
             self.line(lines, byte - 1, "varint next byte", byte, 7 * byte)
-        self.line(lines, 9, "varint tenth byte")
+        self.line(lines, max_bytes - 1, "varint tenth byte" if max_bytes == 10 else "varint fifth byte")
         self.line(lines, 0, "zigzag")
 
     def _skip(self, node: Node, lines: list[str], indent: int) -> None:
@@ -335,7 +349,9 @@ class _Emitter:
         if size is not None:
             if size:
                 self.line(lines, indent, "pos += n", size)
-        elif kind in ("int", "long", "enum"):
+        elif kind in ("int", "enum"):
+            self.line(lines, indent, "skip int")
+        elif kind == "long":
             self.line(lines, indent, "skip varint")
         elif kind in ("string", "bytes"):
             self.line(lines, indent, "skip bytes by table" if self._optimistic else "skip bytes")
@@ -345,36 +361,62 @@ class _Emitter:
                 self.line(lines, indent, "if branch" if number == 0 else "elif branch", 2 * number)
                 self._skip(branch, lines, indent + 1)
             self.line(lines, indent, "else bad index")
-        elif kind == "record" and id(node) not in self._expanding:
-            self._expanding.add(id(node))
+        elif kind == "record" and id(node) not in self._inlined:
+            # Inlined once a function; met again (a recursive record, or a type many fields or
+            # levels hold: a record holding the one before twice doubles the paths each level)
+            # it is a bounded call, so a reader's text grows with the schema's types, not its paths.
+            self._inlined.add(id(node))
             for f in node.fields:
                 self._skip(f.type, lines, indent)
-            self._expanding.discard(id(node))
         else:  # arrays, maps, recursive records, huge unions: a bounded call
             self._calls.append(_bounded(self._compiler.skip(node, self._path)))
             self.line(lines, indent, "call", len(self._calls) - 1)
 
 
-def _bounded(skip: Callable[[Cursor], None]) -> Callable[[bytes, int], int]:
-    def call(buf: bytes, pos: int) -> int:
+def _bounded(skip: Callable[[Cursor], None]) -> Callable[[bytes, int, int], tuple[int, int]]:
+    """``(buf, pos, zero) -> (pos, zero)``: past one value by values.py's skip; ``zero`` carries
+    the items of no size counted so far in this record from call to call, so the record's cap
+    (values.ZERO_SIZE_ITEMS) holds across its fields as in values.py, not per field (200 arrays
+    of 65,536 nulls were 800 bytes and 13 million steps, and a time where the value is malformed)."""
+    def call(buf: bytes, pos: int, zero: int) -> tuple[int, int]:
         if pos > len(buf):  # the optimistic reader's jump past the payload: the exact one answers
             raise IndexError("past the payload")
         c = Cursor(buf, pos, len(buf))
+        c.zero_items = zero
         try:
             skip(c)
         except RowError as err:
             raise InvalidTime(str(err)) from None
-        return c.pos
+        return c.pos, c.zero_items
     return call
 
 
-def _skip_varint(buf: bytes, pos: int) -> int:
-    for end in range(pos, min(pos + 10, len(buf))):
+def _skip_varint(buf: bytes, pos: int, max_bytes: int = 10) -> int:
+    """Past a long (``max_bytes`` 5: an int), refusing what values.py's ``varint`` refuses: more
+    than ``max_bytes`` bytes, or a last byte that carries bits beyond 64 (32) bits."""
+    for end in range(pos, min(pos + max_bytes, len(buf))):
         if buf[end] < 0x80:
+            if end == pos + max_bytes - 1 and buf[end] > (1 if max_bytes == 10 else 15):
+                raise InvalidTime(f"a varint beyond {64 if max_bytes == 10 else 32} bits")
             return end + 1
-    if len(buf) < pos + 10:
+    if len(buf) < pos + max_bytes:
         raise IndexError("the payload ends inside a number")
-    raise InvalidTime("a varint longer than 10 bytes")
+    raise InvalidTime(f"a varint longer than {max_bytes} bytes")
+
+
+def _skip_int(buf: bytes, pos: int) -> int:
+    """Past an int or an enum's index (Java's readInt: 5 bytes, 32 bits)."""
+    return _skip_varint(buf, pos, 5)
+
+
+def _union_index(buf: bytes, pos: int) -> tuple[int, int]:
+    """A union's index of more than one byte (Java's readIndex is readInt: 5 bytes, 32 bits), as
+    the raw zigzag number the generated code compares (``2 * branch``), and the position after."""
+    end = _skip_int(buf, pos)
+    raw = 0
+    for shift, byte in enumerate(buf[pos:end]):
+        raw |= (byte & 0x7F) << (7 * shift)
+    return raw, end
 
 
 def _skip_bytes(buf: bytes, pos: int) -> int:

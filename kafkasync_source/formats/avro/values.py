@@ -6,7 +6,8 @@ must agree with, and the path every record takes that they decline. It is bounde
 
 * every read checks the record's end first (a record never reads its neighbour's bytes; bytes
   left after the record are ignored, as Confluent's deserializers ignore them);
-* a varint is at most 10 bytes (5 for an ``int``) and in its type's range;
+* a varint is at most 10 bytes (5 for an ``int``, an enum's or a union's index: Java reads
+  them with ``readInt``) and in its type's range, whether read or skipped;
 * a length, a union index, an enum index, a boolean byte must be what a writer writes;
 * an array or map block of ``n`` items needs ``n`` times its items' smallest size in bytes left,
   and items of no size at all (``null``, empty records) are capped at :data:`ZERO_SIZE_ITEMS`
@@ -94,7 +95,8 @@ def varint(c: Cursor, max_bytes: int = 10) -> int:
         if shift >= 7 * max_bytes:
             raise malformed(f"a varint longer than {max_bytes} bytes")
     if raw >> (32 if max_bytes == 5 else 64):
-        raise malformed(f"a varint beyond {'an int' if max_bytes == 5 else 'a long'}'s 64 bits")
+        raise malformed(f"a varint beyond {'an int' if max_bytes == 5 else 'a long'}'s "
+                        f"{32 if max_bytes == 5 else 64} bits")
     c.pos = pos
     return (raw >> 1) ^ -(raw & 1)
 
@@ -141,17 +143,27 @@ def min_size(node: Node, memo: dict[int, int]) -> int:
 
 
 def blocks(c: Cursor, item_size: int, what: str) -> Any:
-    """The item counts of an array's or map's blocks, each checked against the bytes left
-    (Java's ``readArrayStart``/``arrayNext``: a negative count is followed by the block's size,
-    which a reader of the items does not need)."""
+    """The item counts of an array's or map's blocks, each checked against the bytes left.
+
+    A negative count is followed by the block's size in bytes (Java's ``readArrayStart``/
+    ``arrayNext`` read the items and ignore it; its ``skipArray`` jumps by it). A reader that
+    ignores it and a skipper that jumps by it would place the next field at two different
+    positions when the size is wrong: the value and the time at a path would disagree on the same
+    bytes. So every reader here (values, skips, the time path's calls) reads the items and
+    refuses a block whose items do not take exactly its size (MALFORMED); batch.py leaves such
+    blocks to them."""
     while True:
         count = varint(c)
         if count == 0:
             return
+        size = -1
         if count < 0:
             count = -count
-            if varint(c) < 0:
+            size = varint(c)
+            if size < 0:
                 raise malformed(f"a negative block size in {what}")
+            if size > c.end - c.pos:
+                raise malformed(f"a block of {size} bytes in {what}, with {c.end - c.pos} bytes left")
         if item_size:
             if count * item_size > c.end - c.pos:
                 raise malformed(f"a block of {count} items in {what}, with {c.end - c.pos} bytes left")
@@ -159,7 +171,10 @@ def blocks(c: Cursor, item_size: int, what: str) -> Any:
             c.zero_items += count
             if c.zero_items > ZERO_SIZE_ITEMS:
                 raise malformed(f"more than {ZERO_SIZE_ITEMS:,} items of no size in one record ({what})")
+        start = c.pos
         yield count
+        if size >= 0 and c.pos - start != size:
+            raise malformed(f"a block of {what} says {size} bytes, its {count} items take {c.pos - start}")
 
 
 class Compiler:
@@ -198,7 +213,7 @@ class Compiler:
             count = len(branches)
 
             def writer_union(c: Cursor) -> Any:
-                index = varint(c)
+                index = int32(c)  # Java's readIndex is readInt
                 if not 0 <= index < count:
                     raise malformed(f"union index {index} of {where or 'the value'}, whose writer union has "
                                     f"{count} branches")
@@ -229,7 +244,7 @@ class Compiler:
                 branches = [self.skip(b, where) for b in node.branches]
 
                 def union(c: Cursor) -> None:
-                    index = varint(c)
+                    index = int32(c)
                     if not 0 <= index < len(branches):
                         raise malformed(f"union index {index} of {where or 'the value'}")
                     branches[index](c)
@@ -248,7 +263,9 @@ class Compiler:
         if kind in ("null", "boolean", "float", "double", "fixed"):
             size = {"null": 0, "boolean": 1, "float": 4, "double": 8}.get(kind, node.size)
             return lambda c: take(c, size, shown)
-        if kind in ("int", "long", "enum"):
+        if kind in ("int", "enum"):  # Java's skip reads them with readInt/readEnum: 5 bytes, 32 bits
+            return int32
+        if kind == "long":
             return varint
         return self._primitive(node, where)
 
@@ -265,9 +282,9 @@ class Compiler:
                     raise malformed(f"{shown}: a boolean byte {b}, not 0 or 1")
                 return b == 1
             return boolean
-        if kind == "int":
+        if kind in ("int", "enum"):  # an enum's index is an int (Java's readEnum)
             return int32
-        if kind in ("long", "enum"):
+        if kind == "long":
             return varint
         if kind == "float":
             return lambda c: _FLOAT.unpack(take(c, 4, shown))[0]
@@ -284,20 +301,9 @@ class Compiler:
             item_size = min_size(node.element, self._sizes) + (kind == "map")
 
             def container(c: Cursor) -> None:
-                """Java's ``skipArray``/``skipMap``: a block given with its size is jumped over."""
-                while True:
-                    count = varint(c)
-                    if count == 0:
-                        return
-                    if count < 0:
-                        take(c, varint(c), shown)
-                        continue
-                    if item_size and count * item_size > c.end - c.pos:
-                        raise malformed(f"a block of {count} items in {shown}, with {c.end - c.pos} bytes left")
-                    if not item_size:
-                        c.zero_items += count
-                        if c.zero_items > ZERO_SIZE_ITEMS:
-                            raise malformed(f"more than {ZERO_SIZE_ITEMS:,} items of no size in one record ({shown})")
+                """Past an array or map, its items read as the value reader reads them (a block
+                given with its size is not jumped over: see :func:`blocks`)."""
+                for count in blocks(c, item_size, shown):
                     for _ in range(count):
                         if kind == "map":
                             take(c, varint(c), shown)
@@ -332,7 +338,7 @@ class Compiler:
         writer_symbols = action.writer.symbols
 
         def enum(c: Cursor) -> Any:
-            index = varint(c)
+            index = int32(c)
             if not 0 <= index < len(symbols):
                 raise malformed(f"{shown}: enum index {index}, beyond the writer's {len(symbols)} symbols")
             symbol = symbols[index]
