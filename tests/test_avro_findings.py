@@ -329,3 +329,26 @@ def test_an_enum_symbol_the_reader_lacks_is_its_default_or_a_named_incompatible_
     assert decode(writer, with_default, payloads) == ([{"k": "A"}, {"k": "Z"}], [])
     values, undecodable = decode(writer, without, payloads)
     assert values == [{"k": "A"}, None] and undecodable[0].row == 1 and "holds the symbol 'C'" in undecodable[0].reason
+
+
+def test_a_field_of_a_record_reached_at_two_paths_is_named_by_the_records_full_name():
+    """Debezium's ``before`` and ``after`` share one ``Value`` record, resolved once. Its field's
+    error was named at the first path (``before.amount``) for a record whose ``after`` held the
+    bad value (the test of the incompatible writer in test_formats_registry.py caught it); a
+    record reached at one path keeps that path."""
+    from kafkasync_source.formats.avro.resolution import WriterUnion, resolve
+
+    def envelope(amount: str) -> str:
+        value = {"type": "record", "name": "Value", "fields": [{"name": "amount", "type": amount}]}
+        once = {"type": "record", "name": "Once", "fields": [{"name": "amount", "type": amount}]}
+        return json.dumps({"type": "record", "name": "Envelope", "namespace": "db.orders", "fields": [
+            {"name": "before", "type": ["null", value]}, {"name": "after", "type": ["null", "Value"]},
+            {"name": "other", "type": ["null", once]}]})
+
+    action = resolve(parse(envelope("string")), parse(envelope("double")))
+    named = []
+    for _, step in action.steps:
+        assert isinstance(step, WriterUnion)
+        inner = step.branches[1].action
+        named.append(inner.steps[0][1].where)
+    assert named == ["db.orders.Value.amount", "db.orders.Value.amount", "other.amount"]

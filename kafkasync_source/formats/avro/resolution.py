@@ -90,6 +90,9 @@ class RecordRead(Action):
     error: Optional[Incompatible] = None
     """A reader field without a default that the writer lacks (Java's ``MISSING_REQUIRED_FIELD``):
     every value of this record fails."""
+    where: str = ""
+    """The path it was first reached at; its fields' errors name paths under it, until the
+    record is reached at another path too (:meth:`_Resolver.record`)."""
 
 
 @dataclass(eq=False)
@@ -125,6 +128,37 @@ def names_match(writer: Node, reader: Node) -> bool:
     aliases (the specification's rule; see the module doc)."""
     return (writer.short_name == reader.short_name or writer.name in reader.aliases
             or writer.short_name in {a.rpartition(".")[2] for a in reader.aliases})
+
+
+def _name_inside_by_record(record: RecordRead) -> None:
+    """A record resolved once is read at every path that reaches it (Debezium's ``before`` and
+    ``after`` share ``Value``): the paths in its fields' errors, made when it was first reached,
+    would name the first path for a record met at another. They are named by the record's full
+    name instead (``dbserver1.public.orders.Value.amount``), true wherever it is reached."""
+    old, new = record.where, record.reader.name
+    if not old:
+        return
+    seen: set[int] = set()
+
+    def rename(a: Any) -> None:
+        if not isinstance(a, Action) or id(a) in seen:
+            return
+        seen.add(id(a))
+        if isinstance(a, Incompatible) and (a.where == old or a.where.startswith((old + ".", old + "[", old + "{"))):
+            a.where = new + a.where[len(old):]
+        if isinstance(a, RecordRead):
+            if a.where == old or a.where.startswith((old + ".", old + "[", old + "{")):
+                a.where = new + a.where[len(old):]
+            for child in (a.error, *(step for _, step in a.steps)):
+                rename(child)
+        elif isinstance(a, Container):
+            rename(a.element)
+        elif isinstance(a, ReaderUnion):
+            rename(a.action)
+        elif isinstance(a, WriterUnion):
+            for branch in a.branches:
+                rename(branch)
+    rename(record)
 
 
 def first_error(action: Action) -> Optional[Incompatible]:
@@ -194,8 +228,10 @@ class _Resolver:
         found = self._records.get(key)
         if found is not None:
             found.recursive = found.recursive or key in self._busy
+            if where != found.where and key not in self._busy:
+                _name_inside_by_record(found)
             return found
-        action = self._records[key] = RecordRead(w, r)
+        action = self._records[key] = RecordRead(w, r, where=where)
         self._busy.add(key)
         taken: set[int] = set()
         for writer_field in w.fields:
