@@ -88,20 +88,28 @@ def test_documents_beyond_jacksons_read_limits_are_undecodable_as_from_json_has_
               b'{"x": [1.' + digits[:998] + b'e+12], "z": "ok"}',
               ('{"x": {"' + "k" * 50_001 + '": 1}, "z": "ok"}').encode(),
               ('{"' + "\U0001F600" * 25_001 + '": 1, "z": "ok"}').encode(),  # 50,002 UTF-16 units
-              nested(1001), nested(1000),
+              nested(1001),
               b'{"' + b"k" * 50_001 + b'\\ud800": 1, "z": "ok"}']  # a lone surrogate msgspec refuses: not JSON
     within = [b'{"n": -' + digits + b', "z": "ok"}', b'{"d": ' + digits[:500] + b"." + digits[:500] + b', "z": "ok"}',
               b'{"x": 1e' + digits[:999] + b', "z": "ok"}', ('{"' + "k" * 50_000 + '": 1, "z": "ok"}').encode(),
               ('{"' + "\u00e9" * 50_000 + '": 1, "z": "ok"}').encode(), nested(600)]
     column = decode_column(options, [framed(schema_id, document) for document in beyond + within])
     assert [(u.row, u.kind) for u in column.undecodable] == [(row, "malformed") for row in range(len(beyond))]
+    # Jackson's limit itself reads; Python's parsers reach it on 3.13, not on 3.11 (the recursion
+    # limit, with a Spark worker's frames on top): there it is named, never a value of nulls.
+    at_the_limit = decode_column(options, [framed(schema_id, nested(1000))])
+    if at_the_limit.undecodable:
+        assert [(u.row, u.kind) for u in at_the_limit.undecodable] == [(0, "malformed")]
+        assert ("nests 1000 levels deep, deeper than this reader parses (Python's recursion limit)"
+                in at_the_limit.undecodable[0].reason)
+    else:
+        assert at_the_limit.values.to_pylist()[0]["z"] == "ok"
     reasons = [u.reason for u in column.undecodable]
     assert all("beyond what from_json parses" in reason for reason in reasons[:-1])
     assert "not JSON" in reasons[-1]
     assert "a number has 5000 digits, beyond Jackson's 1000" in reasons[0]
     assert "a key has 50002 characters, beyond Jackson's 50000" in reasons[5]
     assert "nests 1001 levels deep, beyond Jackson's 1000" in reasons[6]
-    assert "nests 1000 levels deep, deeper than this reader parses (Python's recursion limit)" in reasons[7]
     assert [row and row["z"] for row in column.values.to_pylist()[len(beyond):]] == ["ok"] * len(within)
 
 

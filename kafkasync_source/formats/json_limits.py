@@ -57,8 +57,9 @@ _DEPTH_STEP[[ord("["), ord("{")]] = 1
 
 
 def exceeded(document: bytes) -> Optional[str]:
-    """Why ``from_json`` has no value for the document, or None: a number's digits or a key's
-    length beyond the limits (nesting: :func:`too_deep`)."""
+    """Why ``from_json`` has no value for the document, or None: a number's digits, a key's
+    length or its nesting beyond the limits (:func:`too_deep` names a depth this reader could not
+    parse, within Jackson's limit or not)."""
     if len(document) > MAX_NUMBER_DIGITS and _LONG_RUN in document.translate(_NUMBER_CHARACTERS):
         digits = _most_digits(_STRING.sub(b'""', document))
         if digits > MAX_NUMBER_DIGITS:
@@ -67,6 +68,13 @@ def exceeded(document: bytes) -> Optional[str]:
         longest = _longest_key(document)
         if longest > MAX_NAME_LENGTH:
             return f"a key has {longest} characters, beyond Jackson's {MAX_NAME_LENGTH} (from_json fails such a record)"
+    # Python 3.13's parsers go deeper than Jackson's limit before a RecursionError (3.11's do not),
+    # so the depth is checked here, not only when parsing fails: where the brackets are too few to
+    # nest that deep, two counts in C are all it costs.
+    if len(document) > MAX_NESTING and document.count(b"[") + document.count(b"{") > MAX_NESTING:
+        depth = _depth(_STRING.sub(b'""', document))
+        if depth > MAX_NESTING:
+            return f"it nests {depth} levels deep, beyond Jackson's {MAX_NESTING} (from_json fails such a record)"
     return None
 
 
