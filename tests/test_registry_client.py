@@ -304,8 +304,12 @@ def answers(client, subject: str) -> list:
     client.delete_version(subject, 1, permanent=True)
     fresh = type(client)({"url": client._rest_client.base_urls[0]}) if hasattr(client, "_rest_client") else client
     seen += [ask(lambda: fresh.get_schema(ids[0])), ask(lambda: fresh.get_schema_versions(ids[0]))]
+    def neutral(message: str) -> str:  # each registry numbers its own ids
+        for index, schema_id in enumerate(ids):
+            message = message.replace(f"Schema {schema_id} ", f"Schema <registered {index}> ")
+        return message.replace(str(unknown), "N").replace(subject, "S")
     return [answer if not (isinstance(answer, tuple) and answer[0] == "error")
-            else (*answer[:3], answer[3].replace(str(unknown), "N").replace(subject, "S")) for answer in seen]
+            else (*answer[:3], neutral(answer[3])) for answer in seen]
 
 
 def test_the_double_answers_every_call_kafkasync_makes_as_apicurio_does(schema_registry_url):
