@@ -24,7 +24,7 @@ DOCS_STAMP    := $(VENV)/.kafkasync-docs.stamp
 
 PYTEST_ARGS ?=
 
-.PHONY: venv venv-extras versions-venvs parity-venv lint docs release-check versions test test-loaded test-core test-slow demo demo-real integration parity bench bench-smoke bench-smoke-core bench-smoke-side-by-side bench-soak clean distclean check-tools
+.PHONY: venv venv-extras versions-venvs parity-venv broker-jars lint docs release-check versions test test-loaded test-core test-slow demo demo-real integration parity bench bench-smoke bench-smoke-core bench-smoke-side-by-side bench-soak clean distclean check-tools
 
 venv: $(STAMP)
 
@@ -136,6 +136,13 @@ integration: venv
 	  $(PY) -m kafkasync_dev.testing.schema_registry >/dev/null || \
 	  echo "make integration: no Schema Registry (Apicurio from Maven Central); it needs mvn and Java 21+ (see above)." >&2; fi
 	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs --durations=15 $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
+
+# The brokers' and the registry's jars from Maven Central, resolved once into the cache, so that
+# the real-broker suites can run side by side without two mvn runs writing one local repository.
+broker-jars: venv
+	$(PY) -m kafkasync_dev.testing.kafka_dist 4.3.1 >/dev/null
+	$(PY) -m kafkasync_dev.testing.kafka_dist 3.9.2 >/dev/null
+	$(PY) -m kafkasync_dev.testing.schema_registry >/dev/null
 
 # format("kafka") beside kafkasync: Spark's connector must match the running Spark, and Maven
 # Central serves none for some releases (4.3.0), so this runs in a virtualenv of the newest
