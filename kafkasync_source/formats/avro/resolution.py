@@ -135,7 +135,7 @@ def _name_inside_by_record(record: RecordRead) -> None:
     ``after`` share ``Value``): the paths in its fields' errors, made when it was first reached,
     would name the first path for a record met at another. They are named by the record's full
     name instead (``dbserver1.public.orders.Value.amount``), true wherever it is reached."""
-    old, new = record.where, record.reader.name
+    old, new = record.where, record.reader.name or record.where  # a record is always named
     if not old:
         return
     seen: set[int] = set()
