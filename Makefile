@@ -135,7 +135,7 @@ integration: venv
 	@if [ -z "$$KAFKASYNC_SCHEMA_REGISTRY_URL" ]; then \
 	  $(PY) -m kafkasync_dev.testing.schema_registry >/dev/null || \
 	  echo "make integration: no Schema Registry (Apicurio from Maven Central); it needs mvn and Java 21+ (see above)." >&2; fi
-	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rs --durations=15 $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
+	KAFKA_VERSION=$(KAFKA_VERSION) $(PY) -m pytest integration -rsfE --durations=15 $(if $(filter 3.%,$(KAFKA_VERSION)),-m compat) $(PYTEST_ARGS)
 
 # The brokers' and the registry's jars from Maven Central, resolved once into the cache, so that
 # the real-broker suites can run side by side without two mvn runs writing one local repository.
@@ -183,14 +183,20 @@ versions: $(SMOKE_STAMPS)
 
 # The virtualenvs alone, nothing run in them: CI builds them ahead, two at a time (.ci/run), as
 # pip spends most of its time on one core (a PySpark sdist built and unpacked).
-venv-extras: $(LINT_STAMP) $(DOCS_STAMP) $(RELEASE_STAMP) $(BENCH_STAMP)
+# venv-extras installs every extra in one pip run (one resolution instead of four) and stamps
+# each, so that the targets needing one find it installed.
+EXTRAS_STAMP := $(VENV)/.kafkasync-extras.stamp
+$(EXTRAS_STAMP): pyproject.toml constraints.txt $(STAMP)
+	$(ONE_AT_A_TIME) $(PIP_INSTALL) $(EDITABLE) '.[test,bench,lint,release,docs]'
+	@touch $(LINT_STAMP) $(DOCS_STAMP) $(RELEASE_STAMP) $(BENCH_STAMP) $@
+venv-extras: $(EXTRAS_STAMP)
 versions-venvs: $(SMOKE_STAMPS)
 parity-venv: $(PARITY_STAMP)
 
 parity: $(PARITY_STAMP)
 	@$(PARITY_VENV)/bin/python -c 'import pyspark; print("make parity: PySpark", pyspark.__version__, "beside Spark'"'"'s own format(\"kafka\") at the same version")'
 	KAFKASYNC_REQUIRE_FORMAT_KAFKA=1 KAFKASYNC_REQUIRE_DELTA=1 KAFKA_VERSION=$(KAFKA_VERSION) $(PARITY_VENV)/bin/python -m pytest \
-	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py integration/test_delta.py -rs $(PYTEST_ARGS)
+	  integration/test_format_kafka_parity.py integration/test_format_decoders_parity.py integration/test_delta.py -rsfE $(PYTEST_ARGS)
 
 # The demo on Apache Kafka from Maven Central with format("kafka") itself as the third run, in
 # make parity's virtualenv (Spark's connector must match the running Spark; see parity).

@@ -83,3 +83,25 @@ def test_a_sink_that_cannot_recover_starts_over_where_the_failed_attempt_left_on
     with pytest.warns(SlowWorkerStartWarning), pytest.raises(RuntimeError, match="does not support recovering"):
         started(start)
     assert (offsets / "0").exists()
+
+
+def test_a_process_patched_twice_keeps_one_wrapper_and_its_undo_restores_sparks_start(monkeypatch):
+    """The benchmarks patch every session's process (a second session must not nest the attempts)."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from kafkasync_dev.testing.query_start import start_queries_surviving_slow_worker_starts
+
+    def original(writer, *args, **kwargs):  # Spark's start, as this suite's session has not patched it
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(DataStreamWriter, "start", original)
+    undo_first = start_queries_surviving_slow_worker_starts()
+    try:
+        wrapped = DataStreamWriter.__dict__["start"]
+        undo_second = start_queries_surviving_slow_worker_starts()
+        assert DataStreamWriter.__dict__["start"] is wrapped and wrapped.__wrapped__ is original
+        undo_second()
+        assert DataStreamWriter.__dict__["start"] is wrapped
+    finally:
+        undo_first()
+    assert DataStreamWriter.__dict__["start"] is original

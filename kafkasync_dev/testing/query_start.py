@@ -75,7 +75,18 @@ def _start_over(start: Callable[[], Any]) -> Any:
 def surviving_slow_worker_starts() -> Iterator[None]:
     """Within the block, ``DataStreamWriter.start()`` (classic and Spark Connect) returns its
     query through :func:`started`."""
-    import pytest
+    undo = start_queries_surviving_slow_worker_starts()
+    try:
+        yield
+    finally:
+        undo()
+
+
+def start_queries_surviving_slow_worker_starts() -> Callable[[], None]:
+    """From now on in this process, ``DataStreamWriter.start()`` (classic and Spark Connect)
+    returns its query through :func:`started`; what is returned undoes it. The benchmarks' Spark
+    sessions run so (``benchmarks/harness/spark.py``): bench-smoke runs in CI beside a real-broker
+    suite, whose load can make a source's worker miss Spark's 10 s as in the tests."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     writers: list[Any] = [DataStreamWriter]
@@ -83,10 +94,18 @@ def surviving_slow_worker_starts() -> Iterator[None]:
         from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as ConnectDataStreamWriter
 
         writers.append(ConnectDataStreamWriter)
-    with pytest.MonkeyPatch.context() as patch:
-        for writer in writers:
-            patch.setattr(writer, "start", _starting_again(writer.start))
-        yield
+    # A writer patched already (a second session in one process) keeps its one wrapper: attempts
+    # would multiply otherwise.
+    originals = {writer: writer.__dict__["start"] for writer in writers
+                 if not getattr(writer.__dict__["start"], "surviving_slow_worker_starts", False)}
+    for writer, start in originals.items():
+        writer.start = _starting_again(start)
+
+    def undo() -> None:
+        for writer, start in originals.items():
+            writer.start = start
+
+    return undo
 
 
 def _starting_again(start: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,4 +113,5 @@ def _starting_again(start: Callable[..., Any]) -> Callable[..., Any]:
     def start_surviving_slow_worker_starts(writer: Any, *args: Any, **kwargs: Any) -> Any:
         return started(lambda: start(writer, *args, **kwargs))
 
+    start_surviving_slow_worker_starts.surviving_slow_worker_starts = True  # type: ignore[attr-defined]
     return start_surviving_slow_worker_starts
