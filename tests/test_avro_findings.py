@@ -269,6 +269,16 @@ def test_a_long_promoted_to_float_rounds_once():
     assert values[0]["x"] == float(2**53 + 2**30)
 
 
+def test_an_int_promoted_to_the_float_branch_of_a_float_and_double_union_is_rounded_to_a_float():
+    """Avro Java takes the union's first branch the int promotes to (``float``), then from_avro's
+    double column widens that float: 2^31 - 1 is 2^31, not 2147483647.0 (hypothesis found it:
+    test_avro_differential.py, the batch reader's column of a merged union)."""
+    writer = record({"name": "f", "type": "int"})
+    reader = record({"name": "f", "type": ["float", "null", "double"]})
+    values, undecodable = decode(writer, reader, [framed(writer, {"f": 2**31 - 1}) for _ in range(3)])
+    assert undecodable == [] and [v["f"] for v in values] == [float(2**31)] * 3
+
+
 def test_a_uuid_keeps_its_case_and_non_uuid_text_stays_the_string():
     schema = record({"name": "u", "type": {"type": "string", "logicalType": "uuid"}}, {"name": "id", "type": "long"})
     upper = "7ED72E8C-CC45-244F-9A2F-788C5B6EB286"

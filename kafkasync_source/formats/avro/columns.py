@@ -152,7 +152,7 @@ def _read(action: Read, arrow_type: pa.DataType) -> Column:
     if logical == "decimal":
         raise NotInBatch("a decimal")
     if w in ("int", "long") and r in ("int", "long", "float", "double"):
-        return _integers(w, arrow_type)
+        return _integers(w, arrow_type, as_float32=r == "float")
     if w in ("float", "double") and r in ("float", "double"):
         return _floats(4 if w == "float" else 8, arrow_type)
     if w in ("string", "bytes") and r in ("string", "bytes"):
@@ -164,9 +164,11 @@ def _read(action: Read, arrow_type: pa.DataType) -> Column:
     raise NotInBatch(f"a {w} read as a {r}")
 
 
-def _integers(kind: str, arrow_type: pa.DataType) -> Column:
+def _integers(kind: str, arrow_type: pa.DataType, as_float32: bool) -> Column:
     """An int or a long, as the Arrow type of the reader's int, long, float or double (numpy's
-    int64 -> float32 cast rounds once, as Java's ``(float) long``)."""
+    int64 -> float32 cast rounds once, as Java's ``(float) long``). A reader's ``float`` is rounded
+    to float32 even where its column is a double (a union of float and double, shown as
+    ``from_avro`` shows it): Avro Java promotes to the branch, then Spark widens the float."""
     def column(buf: np.ndarray, positions: np.ndarray, ends: np.ndarray, which: np.ndarray) -> pa.Array:
         at = positions[which]
         values, sizes = varints(buf, at, 5 if kind == "int" else 10)
@@ -175,8 +177,8 @@ def _integers(kind: str, arrow_type: pa.DataType) -> Column:
             raise NotInBatch("an int beyond 32 bits")
         if pa.types.is_int32(arrow_type):
             return pa.array(values.astype(np.int32), type=arrow_type)
-        if pa.types.is_float32(arrow_type):
-            return pa.array(values.astype(np.float32), type=arrow_type)
+        if as_float32 or pa.types.is_float32(arrow_type):
+            return pa.array(values.astype(np.float32).astype(arrow_type.to_pandas_dtype()), type=arrow_type)
         if pa.types.is_float64(arrow_type):
             return pa.array(values.astype(np.float64), type=arrow_type)
         return pa.array(values, type=arrow_type)
