@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 
 import kafkasync_source
 from kafkasync_dev.testing.delta import DELTA_SESSION_CONF
+from kafkasync_dev.testing.query_start import start_queries_surviving_slow_worker_starts
 
 ROW = "id INT, name STRING, amount DOUBLE"
 CHANGE = f"before STRUCT<{ROW}>, after STRUCT<{ROW}>, source STRUCT<ts_ms: BIGINT, lsn: BIGINT>, op STRING, ts_ms BIGINT"
@@ -170,6 +171,9 @@ def restart(spark: SparkSession, config: dict) -> None:
 def main() -> None:
     stage, config = sys.argv[1], json.loads(sys.argv[2])
     spark = session(config)
+    # A query whose source's worker misses Spark's fixed 10 s to connect back, before anything
+    # was planned, starts again with a warning, as in the suites (kafkasync_dev/testing/query_start.py).
+    start_queries_surviving_slow_worker_starts()
     {"first": first, "restart": restart}[stage](spark, config)
     spark.stop()
 

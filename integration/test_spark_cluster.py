@@ -36,6 +36,8 @@ from kafkasync_dev.testing.spark_standalone import StandaloneCluster, spark_home
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 APP = os.path.join(CHECKOUT, "integration", "spark_cluster_app.py")
+QUERY_START = os.path.join(CHECKOUT, "kafkasync_dev", "testing", "query_start.py")
+"""Copied beside the app, which starts its queries through it (the archive holds no test tools)."""
 APP_TIMEOUT_S = 900
 
 
@@ -78,6 +80,7 @@ def test_kafkasync_on_a_standalone_cluster_deployed_as_the_docs_say(kafka_distri
     with tarfile.open(archive) as packed:
         packed.extractall(driver_dir / "environment")
     shutil.copy(APP, driver_dir / os.path.basename(APP))
+    shutil.copy(QUERY_START, driver_dir / os.path.basename(QUERY_START))
     work = tmp_path / "work"
     work.mkdir()
 
