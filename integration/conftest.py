@@ -215,9 +215,10 @@ def bootstrap_servers(kafka_distribution):
         yield env
         return
     if kafka_distribution is not None:
+        from kafkasync_dev.testing.kafka_dist import SUITE_BROKER_JVM
         from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
-        broker = LocalKafkaBroker(kafka_distribution).start()
+        broker = LocalKafkaBroker(kafka_distribution, jvm=SUITE_BROKER_JVM).start()
         print(f"\nintegration: Apache Kafka {broker.version()} at {broker.bootstrap_servers}")
         try:
             yield broker.bootstrap_servers
@@ -240,13 +241,14 @@ def own_broker(kafka_distribution):
     """A broker of the test's own, which the test may stop and restart."""
     if kafka_distribution is None:
         skip_without_broker(NO_OWN_BROKER)
+    from kafkasync_dev.testing.kafka_dist import SUITE_BROKER_JVM
     from kafkasync_dev.testing.local_broker import LocalKafkaBroker
 
     brokers = []
 
     def make(sasl=None, tls_keystore=None, tls_client_ca=None):
         broker = LocalKafkaBroker(kafka_distribution, sasl=sasl, tls_keystore=tls_keystore,
-                                  tls_client_ca=tls_client_ca).start()
+                                  tls_client_ca=tls_client_ca, jvm=SUITE_BROKER_JVM).start()
         brokers.append(broker)
         return broker
 
@@ -328,7 +330,7 @@ def spark_kafka_connector_jars() -> str:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
-    from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
+    from kafkasync_dev.testing.spark import SUITE_JVM_OPTIONS, local_spark_session, workers_on_the_installed_pyspark
 
     # No setting gives a starting Python worker longer: Spark 4.x waits a fixed 10 s for the
     # driver-side worker of a Python streaming source to connect back (PythonWorkerFactory.
@@ -336,7 +338,8 @@ def spark(tmp_path_factory):
     # it, and executors' workers come from the daemon, 60 s). Tests that start a query on a busy
     # machine leave it the CPU (integration/test_three_brokers.py), and a query whose source
     # missed it before anything was planned is started again (kafkasync_dev/testing/query_start.py).
-    extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
+    extra = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+             "spark.driver.extraJavaOptions": SUITE_JVM_OPTIONS}
     jars = spark_kafka_connector_jars()
     if jars:  # format("kafka") beside kafkasync, and from_avro beside it for Avro values
         from kafkasync_dev.testing.spark import spark_avro_jars, spark_protobuf_jars

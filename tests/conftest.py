@@ -84,14 +84,14 @@ def spark_connect_port() -> int:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, spark_connect_port):
     from kafkasync_dev.testing.query_start import surviving_slow_worker_starts
-    from kafkasync_dev.testing.spark import local_spark_session, workers_on_the_installed_pyspark
+    from kafkasync_dev.testing.spark import SUITE_JVM_OPTIONS, local_spark_session, workers_on_the_installed_pyspark
 
     session = local_spark_session(
         "kafkasync-tests",
         str(tmp_path_factory.mktemp("spark-warehouse")),
         {
             "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-            "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+            "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {SUITE_JVM_OPTIONS}",
             "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
             # One JVM serves classic tests and, through this plugin, Connect clients: a second
             # JVM for the Connect tests would cost a minute of the 2-core CI budget.

@@ -65,6 +65,12 @@ local_broker.LocalKafkaCluster`): three of these beside Spark and a producer mus
 the CPU it needs (a Python worker that cannot start within Spark's 10 s fails the query)."""
 
 
+SUITE_BROKER_JVM = BrokerJvm(BROKER_JVM.heap, SMALL_BROKER_JVM.performance)
+"""The real-broker suite's brokers (its session broker and each test's own): a single broker's heap,
+with a test node's collector and compiler (:data:`SMALL_BROKER_JVM` says why), since the suite's
+Spark and its Python workers share the machine's two cores with it (issue 64)."""
+
+
 class KafkaDistribution(Protocol):
     """How to run a Kafka release's storage tool and broker on this machine."""
 
