@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 import kafkasync_source
 from kafkasync_dev.testing.delta import DELTA_SESSION_CONF
 from kafkasync_dev.testing.query_start import start_queries_surviving_slow_worker_starts
+from kafkasync_dev.testing.spark import SUITE_JVM_OPTIONS
 
 ROW = "id INT, name STRING, amount DOUBLE"
 CHANGE = f"before STRUCT<{ROW}>, after STRUCT<{ROW}>, source STRUCT<ts_ms: BIGINT, lsn: BIGINT>, op STRING, ts_ms BIGINT"
@@ -61,7 +62,8 @@ def session(config: dict) -> SparkSession:
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.jars", ",".join(config["jars"])))
+               .config("spark.jars", ",".join(config["jars"]))
+               .config("spark.driver.extraJavaOptions", SUITE_JVM_OPTIONS))
     for key, value in DELTA_SESSION_CONF.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
