@@ -23,6 +23,7 @@ from test_kafkasync_broker import BASE_TS, open_transaction, produce
 from kafkasync_dev.testing.broker import create_topic
 from kafkasync_dev.testing.live_producer import LiveProducer
 from kafkasync_dev.testing.local_broker import SaslUsers
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.spark.source import register
 
 
@@ -43,7 +44,7 @@ def stream_offsets(spark, bootstrap: str, topic: str, checkpoint, **options):
     return query, batches
 
 
-def wait_until(query, condition, timeout: float = 120.0, what: str = "condition") -> None:
+def wait_until(query, condition, timeout: float = PATIENCE_S, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if query.exception() is not None:
@@ -103,7 +104,7 @@ def test_a_broker_down_longer_than_the_retry_bounds_fails_the_query_naming_it(
         broker.stop()
         began = time.monotonic()
         with pytest.raises(StreamingQueryException) as failure:
-            query.awaitTermination(90)
+            query.awaitTermination(PATIENCE_S)
         assert time.monotonic() - began < 90, "the query hung"
     finally:
         query.stop()
@@ -131,7 +132,7 @@ def test_a_topic_deleted_under_a_running_query(spark, bootstrap_servers, admin, 
         admin.delete_topics([doomed], operation_timeout=30)[doomed].result(30)
         if fail_on_data_loss:
             with pytest.raises(StreamingQueryException, match=rf"{doomed}-0 .*no longer exist"):
-                query.awaitTermination(60)
+                query.awaitTermination(PATIENCE_S)
         else:
             produce(bootstrap_servers, kept, [(0, BASE_TS + 100 + i, b"k") for i in range(5)])
             wait_until(query, lambda: sum(read_pairs(batches).values()) >= 15, what="the kept topic's records")
@@ -155,12 +156,12 @@ def test_a_new_query_on_a_recreated_topic_reads_every_record(spark, bootstrap_se
                  .option("subscribe", name).option("startingOffsets", "earliest").load()
                  .writeStream.format("noop").option("checkpointLocation", str(tmp_path / f"cp{attempt}"))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
         assert sum(p.numInputRows for p in query.recentProgress) == 2_000
         admin.delete_topics([name], operation_timeout=30)[name].result(30)
-        deadline = time.monotonic() + 60  # recreated once gone from the metadata, not after a guessed 2 s
+        deadline = time.monotonic() + PATIENCE_S  # recreated once gone from the metadata, not after a guessed 2 s
         while name in admin.list_topics(timeout=10).topics:
-            assert time.monotonic() < deadline, f"{name} still listed 60 s after its deletion"
+            assert time.monotonic() < deadline, f"{name} still listed {PATIENCE_S:.0f} s after its deletion"
             time.sleep(0.2)
 
 
@@ -213,7 +214,7 @@ def test_retention_removing_unread_records(spark, retention_broker, tmp_path, fa
     resource = ConfigResource("topic", topic, incremental_configs=[
         ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KTP
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-retention"})
@@ -231,9 +232,9 @@ def test_retention_removing_unread_records(spark, retention_broker, tmp_path, fa
               .trigger(availableNow=True).start())
     if fail_on_data_loss:
         with pytest.raises(StreamingQueryException, match=rf"{topic}-0.*{read_before}"):
-            second.awaitTermination(120)
+            second.awaitTermination(PATIENCE_S)
     else:
-        second.awaitTermination(120)
+        second.awaitTermination(PATIENCE_S)
         assert sum(p.numInputRows for p in second.recentProgress) == TOTAL - low
 
 
@@ -255,7 +256,7 @@ def test_open_and_aborted_transactions(spark, bootstrap_servers, admin, tmp_path
                  .option("kafka.isolation.level", isolation).load()
                  .writeStream.foreachBatch(lambda frame, _id: values.extend(r.value for r in frame.collect()))
                  .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
         assert query.exception() is None
     finally:
         still_open.abort_transaction(30)
@@ -308,12 +309,12 @@ def test_sasl_users_authenticate_through_a_jaas_config_and_no_secret_leaks(
 
     caplog.set_level(logging.DEBUG, logger="kafkasync_source")
     good = query_with(SECRETS[user], tmp_path / "good")
-    good.awaitTermination(120)
+    good.awaitTermination(PATIENCE_S)
     assert sum(p.numInputRows for p in good.recentProgress) == 20
     progress = json.dumps([json.loads(p.json) for p in good.recentProgress])
     wrong = query_with("not-the-password", tmp_path / "wrong")
     with pytest.raises(StreamingQueryException) as failure:
-        wrong.awaitTermination(120)
+        wrong.awaitTermination(PATIENCE_S)
     message = str(failure.value)
     assert "SASL" in message or "uthentication" in message, message
     # At the first failure, as a Java client (KIP-152): not after retrying for 30 s.

@@ -7,6 +7,8 @@ import time
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPartition
 
+from kafkasync_dev.testing.patience import PATIENCE_S
+
 
 @pytest.mark.compat
 def test_records_round_trip_through_a_real_broker(bootstrap_servers, topic_factory):
@@ -40,7 +42,7 @@ def test_records_round_trip_through_a_real_broker(bootstrap_servers, topic_facto
             assert (low, high) == (0, 100)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
         got = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while len(got) < len(sent) and time.monotonic() < deadline:
             got += [m for m in consumer.consume(len(sent) - len(got), timeout=1) if m.error() is None]
     finally:

@@ -27,6 +27,7 @@ from kafkasync_dev.testing.broker import KafkaBroker
 from kafkasync_dev.testing.heartbeats import HEARTBEAT, Heartbeats
 from kafkasync_dev.testing.invalid_times import assert_read_as_on_invalid, payload, with_numeric_lookalikes
 from kafkasync_dev.testing.live_query import event_time_rows
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_dev.testing.republished import join_matches, orders_and_payments, windowed_count
 from kafkasync_source.spark.source import register
 
@@ -89,7 +90,7 @@ def batch_log(spark, bootstrap: str, topics: str, checkpoint: str, fail_at: int 
     query = (reader.load().select("topic", "partition", "offset").writeStream.foreachBatch(sink)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     try:
-        query.awaitTermination(300)
+        query.awaitTermination(PATIENCE_S)
     finally:
         query.stop()
         if progress is not None:
@@ -158,7 +159,7 @@ def test_a_record_that_breaks_the_promise_fails_the_query_naming_it(spark, broke
              .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(availableNow=True).start())
     with pytest.raises(StreamingQueryException, match=rf"{topic}-0 offset 150 has event time {day_ago}, below "):
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
 
 
 # --- Real data: values that are not times, checkpoints from before, heartbeats -----------------
@@ -237,7 +238,7 @@ def test_a_checkpoint_planned_on_kafka_timestamps_continues_on_the_payloads_time
     checkpoint = tmp_path / "cp"
     query = (reader(spark, broker.bootstrap_servers, topic).writeStream.format("noop")
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    query.awaitTermination(120)
+    query.awaitTermination(PATIENCE_S)
     assert query.exception() is None and not query.isActive
     assert as_json(query.lastProgress["sources"][0]["endOffset"])["streamTime"] >= written
 
@@ -248,7 +249,7 @@ def test_a_checkpoint_planned_on_kafka_timestamps_continues_on_the_payloads_time
         query = (reader(spark, broker.bootstrap_servers, topic, **options).select("partition", "offset")
                  .writeStream.foreachBatch(lambda frame, _: rows.extend(frame.collect()))
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        query.awaitTermination(PATIENCE_S)
         assert query.exception() is None and not query.isActive, "the bounded run did not finish"
         progress = progress_with_rows(query, len(records) - 4)
     else:

@@ -68,7 +68,7 @@ def batch_ends(spark, source: str, bootstrap: str, topic: str, checkpoint, **opt
         reader = reader.option(key, str(value))
     query = (reader.load().writeStream.format("noop").option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
-    query.awaitTermination(300)
+    query.awaitTermination(PATIENCE_S)
     ends = []
     for progress in query.recentProgress:
         if not progress.numInputRows:
@@ -186,7 +186,7 @@ class BatchLog:
         with self._lock:
             return self.per_topic[topic]
 
-    def wait(self, condition, what: str, timeout: float = 120.0) -> None:
+    def wait(self, condition, what: str, timeout: float = PATIENCE_S) -> None:
         deadline = time.monotonic() + timeout
         while not condition(self):
             assert self.query.exception() is None, f"{what}: {self.query.exception()}"

@@ -40,6 +40,7 @@ from kafkasync_dev.testing import Record
 from kafkasync_dev.testing.broker import KafkaBroker, create_topic
 from kafkasync_dev.testing.kafka_dist import DEFAULT_KAFKA_VERSION
 from kafkasync_dev.testing.kafka_streams import compiled_program, jdk_problem, kafka_streams_problem, processing_order
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.spark.source import register
 
 # First of every test's fixtures: without mvn or javac the tests skip before a broker and Spark start.
@@ -162,7 +163,7 @@ def batches(spark: Any, bootstrap: str, topics: list[str], checkpoint: str, prog
     query = (reader.load().select("topic", "partition", "offset").writeStream.foreachBatch(sink)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     try:
-        query.awaitTermination(180)
+        query.awaitTermination(PATIENCE_S)
     finally:
         query.stop()
         if progress is not None:

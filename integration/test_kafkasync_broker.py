@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafkasync_dev.testing import Record, produce_confirmed
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.planning.planner import WAIT_FOREVER
 from kafkasync_source.spark.source import register
 
@@ -69,7 +70,7 @@ def test_stream_is_aligned_and_reads_every_record_once(spark, bootstrap_servers,
         .start()
     )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE_S
         while sum(len(rows) for rows in batches.values()) < total and time.monotonic() < deadline:
             assert query.exception() is None, query.exception()
             time.sleep(0.5)

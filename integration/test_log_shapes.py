@@ -21,6 +21,7 @@ from test_kafkasync_broker import produce
 from test_time_index_broker import BASE_TS, HOUR_MS, assert_every_record_once, assert_never_behind_stream_time, run
 
 from kafkasync_dev.testing import Record, produce_confirmed
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.spark.source import register
 
 
@@ -142,7 +143,7 @@ def test_a_compacted_topic_after_cleaning(spark, bootstrap_servers, admin, tmp_p
         admin.delete_topics([topic])
 
 
-def _wait_for_cleaning(bootstrap: str, topic: str, total: int, timeout: float = 90.0) -> int:
+def _wait_for_cleaning(bootstrap: str, topic: str, total: int, timeout: float = PATIENCE_S) -> int:
     """Waits until the cleaner removed some records (offset gaps), returns how many remain."""
     deadline = time.monotonic() + timeout
     while True:
@@ -185,7 +186,7 @@ def test_a_log_start_moved_by_delete_records_under_a_running_query(spark, bootst
              .option("maxOffsetsPerTrigger", "100").load().writeStream.foreachBatch(sink)
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start())
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + PATIENCE_S
         while len(rows) < 3:
             assert query.exception() is None and time.monotonic() < deadline, "no three batches"
             time.sleep(0.2)

@@ -49,6 +49,7 @@ from confluent_kafka.admin import AdminClient
 from test_time_index_broker import assert_never_behind_stream_time
 
 from kafkasync_dev.testing.broker import create_topic
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.spark.source import register
 
 PARTITIONS = 3
@@ -313,9 +314,9 @@ def test_a_rolling_restart_of_all_three_brokers(spark, three_brokers, replicated
 def test_a_leader_moved_back_by_a_preferred_leader_election(spark, three_brokers, replicated_topic, tmp_path):
     register(spark)
     admin, topic = replicated_topic
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while len(partitions := partitions_of(admin, topic)) < PARTITIONS:
-        assert time.monotonic() < deadline, f"no metadata of every partition of {topic} in 30 s"
+        assert time.monotonic() < deadline, f"no metadata of every partition of {topic} in {PATIENCE_S:.0f} s"
         time.sleep(0.2)
     preferred = {p: partitions[p].replicas[0] for p in range(PARTITIONS)}
     query, rows = streaming(spark, three_brokers.bootstrap_servers, topic, tmp_path, "auto")

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 from test_kafkasync_broker import produce
 
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.driver.record_probe import ProbedRecords, RecordProbe
 from kafkasync_source.driver.time_index import TimeIndexPath, TimeIndexReader
 from kafkasync_source.planning.offsets import PartitionOffset, SyncOffset
@@ -147,7 +148,7 @@ def test_a_restart_from_the_checkpoint_can_switch_paths_without_losing_or_repeat
                  .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
                  .trigger(processingTime="200 milliseconds").start())
         try:
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + PATIENCE_S
             # A batch a stop interrupted is replayed by the next run under the same id: count
             # the union, or a replay would be counted twice and the last run stop early.
             while len(seen.keys() | {(b, i) for b, rows in list(batches.items())

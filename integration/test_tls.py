@@ -26,6 +26,7 @@ from test_kafkasync_broker import BASE_TS, produce
 from kafkasync_dev.testing.broker import create_topic
 from kafkasync_dev.testing.certificates import make_certificates, make_java_stores
 from kafkasync_dev.testing.local_broker import LocalKafkaBroker, SaslUsers
+from kafkasync_dev.testing.patience import PATIENCE_S
 from kafkasync_source.kafka.metadata import METADATA_TIMEOUT_S
 from kafkasync_source.spark.source import register
 
@@ -80,7 +81,7 @@ def read_over_tls(spark, broker, topic: str, checkpoint, tls: dict[str, str]):
 
 def read_all_without_a_secret(spark, broker, topic, checkpoint, tls, secrets: list[str]) -> None:
     query = read_over_tls(spark, broker, topic, checkpoint, tls)
-    query.awaitTermination(180)
+    query.awaitTermination(PATIENCE_S)
     assert query.exception() is None
     assert sum(p.numInputRows for p in query.recentProgress) == 40
     progress = json.dumps([json.loads(p.json) for p in query.recentProgress])
@@ -95,7 +96,7 @@ def fails_fast_naming_the_broker(spark, broker, topic, checkpoint, tls, reason: 
     began = time.monotonic()
     query = read_over_tls(spark, broker, topic, checkpoint, tls)
     with pytest.raises(StreamingQueryException) as failure:
-        query.awaitTermination(180)
+        query.awaitTermination(PATIENCE_S)
     took = time.monotonic() - began
     message = str(failure.value)
     print(f"\ntls: the query failed after {took:.1f} s")
