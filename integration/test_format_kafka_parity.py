@@ -29,7 +29,6 @@ from typing import Optional
 
 import pytest
 from conftest import SPARK_CONNECTOR_PROBLEM
-from pyspark.errors import StreamingQueryException
 from test_kafkasync_broker import produce
 
 from kafkasync_dev.testing.backfills import spans
